@@ -1,0 +1,124 @@
+"""Logins, database users, roles and the permission checks CDC depends on.
+
+Principals are declared through EngineConfig.logins (name -> password; `sa`
+is sysadmin, every other configured login gets a database user of the same
+name in every configured database, with no permissions) and through T-SQL:
+CREATE LOGIN / CREATE USER / CREATE ROLE / ALTER ROLE r ADD MEMBER u /
+ALTER SERVER ROLE sysadmin ADD MEMBER l / GRANT SELECT ON obj|SCHEMA::s TO p.
+"""
+
+from __future__ import annotations
+
+from ..results import SqlError
+
+
+class Login:
+    def __init__(self, name, password, sysadmin=False):
+        self.name = name
+        self.password = password
+        self.sysadmin = sysadmin
+
+
+class Security:
+    def __init__(self, engine):
+        self.engine = engine
+        self.logins = {}
+
+    def add_login(self, name, password, sysadmin=False):
+        if name.lower() in self.logins:
+            raise SqlError(15025, 16, 1, "The server principal '%s' already exists." % name)
+        self.logins[name.lower()] = Login(name, password, sysadmin)
+
+    def authenticate(self, user, password):
+        login = self.logins.get((user or "").lower())
+        if login is None or login.password != password:
+            raise SqlError(18456, 14, 1, "Login failed for user '%s'." % user)
+        return login
+
+    # ---- database level
+    def db_user(self, session, db):
+        if session.login.sysadmin:
+            return db.users.get("dbo")
+        return db.user_for_login(session.login.name)
+
+    def user_name(self, session, db):
+        u = self.db_user(session, db)
+        return u.name if u else "guest"
+
+    def can_open(self, login, db):
+        return login.sysadmin or db.name.lower() == "master" or db.user_for_login(login.name) is not None
+
+    def _roles_of(self, user, db):
+        seen = set()
+        todo = list(user.roles) + ["public"]
+        while todo:
+            r = todo.pop()
+            if r in seen:
+                continue
+            seen.add(r)
+            ru = db.users.get(r)
+            if ru is not None:
+                todo.extend(ru.roles)
+        return seen
+
+    def is_dbo(self, session, db):
+        if session.login.sysadmin:
+            return True
+        u = db.user_for_login(session.login.name)
+        return u is not None and "db_owner" in self._roles_of(u, db)
+
+    def is_member(self, session, db, role):
+        if session.login.sysadmin and role.lower() in ("db_owner", "public"):
+            return True
+        if self.is_dbo(session, db) and db.users.get(role.lower()) is not None:
+            # db_owner members count as members of every role (IS_ROLEMEMBER semantics)
+            return True
+        u = db.user_for_login(session.login.name)
+        return u is not None and role.lower() in self._roles_of(u, db)
+
+    def _grants(self, session, db):
+        u = db.user_for_login(session.login.name)
+        if u is None:
+            return set(), set()
+        roles = self._roles_of(u, db)
+        grants = set(u.grants)
+        for r in roles:
+            ru = db.users.get(r)
+            if ru is not None:
+                grants |= ru.grants
+        return grants, roles
+
+    def can_select(self, session, db, table):
+        if self.is_dbo(session, db):
+            return True
+        grants, roles = self._grants(session, db)
+        if "db_datareader" in roles:
+            return True
+        return ("SELECT", table.object_id) in grants or ("SELECT_SCHEMA", table.schema.schema_id) in grants
+
+    def can_write(self, session, db, table):
+        if self.is_dbo(session, db):
+            return True
+        grants, roles = self._grants(session, db)
+        return "db_datawriter" in roles
+
+    def can_view_state(self, session, db):
+        if self.is_dbo(session, db):
+            return True
+        grants, _ = self._grants(session, db)
+        return ("VIEW DATABASE STATE", None) in grants
+
+    def can_read_ci(self, session, db, ci):
+        """sysadmin/db_owner, or SELECT on all captured columns of the source
+        table plus membership in the gating role if one is set."""
+        if self.is_dbo(session, db):
+            return True
+        if not self.can_select(session, db, ci.source):
+            return False
+        if ci.role_name is not None and not self.is_member(session, db, ci.role_name):
+            return False
+        return True
+
+    def select_denied(self, db, table, what="SELECT"):
+        return SqlError(229, 14, 5, "The %s permission was denied on the object '%s', database '%s', "
+                        "schema '%s'." % (what, table.name, db.name, table.schema.name))

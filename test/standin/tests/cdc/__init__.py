@@ -1,0 +1,1 @@
+"""Engine-engineer tests (package marker so unittest discovery recurses)."""

@@ -1,0 +1,74 @@
+"""The run-standin entry point: flags, ready line and file, statement log,
+clean stop on SIGTERM and on the control command shutdown.  Uses the fake
+engine (--engine) so it does not depend on the SQL engine."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import harness
+from standin.control import call
+
+RUN = os.path.join(harness.STANDIN_DIR, "run-standin")
+
+
+class _Address:
+    def __init__(self, port):
+        self.address = "127.0.0.1:%d" % port
+
+
+def start(*extra):
+    env = dict(os.environ, PYTHONPATH=harness.HERE)
+    p = subprocess.Popen([RUN, "--port", "0", "--control-port", "0",
+                          "--engine", "fake_engine:FakeEngine"] + list(extra),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = p.stdout.readline().strip()
+    return p, line
+
+
+class RunStandin(unittest.TestCase):
+    def test_ready_line_file_log_and_sigterm(self):
+        ready = os.path.join(harness.work_dir(), "ready")
+        log = os.path.join(harness.work_dir(), "run.log")
+        p, line = start("--ready-file", ready, "--tds-log", log, "--login", "u1:pw1",
+                        "--database", "db1", "--database", "db2")
+        try:
+            self.assertRegex(line, r"^standin ready port=\d+ control=\d+$")
+            fields = dict(kv.split("=") for kv in line.split()[2:])
+            with open(ready) as f:
+                self.assertEqual(f.read().strip(), "%s pid=%d" % (line, p.pid))
+            addr = _Address(int(fields["port"]))
+            rc, out, _ = harness.run_dblib(addr, "rows 2", user="u1", password="pw1",
+                                           options=["-d", "db2"])
+            self.assertEqual(rc, 0, out)
+            rc, out, _ = harness.run_dblib(addr, "rows 2")      # sa is not a login here
+            self.assertIn("MSG 18456", out)
+            self.assertTrue(call(int(fields["control"]), "ping")["ok"])
+        finally:
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=10)
+        self.assertEqual(rc, 0)
+        self.assertIn("standin stopped", p.stdout.read())
+        with open(log) as f:
+            self.assertIn('"sql": "rows 2"', f.read())
+
+    def test_control_shutdown(self):
+        p, line = start()
+        fields = dict(kv.split("=") for kv in line.split()[2:])
+        self.assertTrue(call(int(fields["control"]), "shutdown")["ok"])
+        self.assertEqual(p.wait(timeout=10), 0)
+        p.stdout.close()
+        p.stderr.close()
+
+    def test_rejects_non_loopback_host(self):
+        p = subprocess.run([RUN, "--host", "0.0.0.0", "--engine", "fake_engine:FakeEngine"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=harness.HERE))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("loopback", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
