@@ -16,10 +16,12 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 SQL_FRAGMENTS = $(sort $(wildcard extension/*.sql))
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql
 DATA = $(wildcard $(EXTENSION)--*--*.sql)
-DOCS = doc/mssql_cdc.md
+DOCS = $(wildcard doc/*.md)
 
+# No -fvisibility=hidden: PostgreSQL 15's PGDLLEXPORT is empty on ELF, so
+# hiding symbols would hide the magic block and every SQL-callable function.
 PG_CPPFLAGS = -I$(srcdir)/include -Wall -Wmissing-prototypes \
-	-Werror=implicit-function-declaration -fvisibility=hidden
+	-Werror=implicit-function-declaration
 SHLIB_LINK = -lsybdb
 
 # pg_regress: every topic file under sql/, on a throwaway instance that has

@@ -1,0 +1,92 @@
+
+-- ---------------------------------------------------------------------------
+-- Catalog.  Plain tables in schema mssql_cdc.  Configuration (servers,
+-- tables) is dumped by pg_dump; progress (table_state) and the error log are
+-- deliberately NOT dumped: a restored checkpoint would claim that rows are in
+-- the staging tables that may not be there (or are there twice), so after a
+-- restore every table starts again from a snapshot (a missing table_state
+-- row means "pending").  Roles other than the extension owner get no table
+-- privileges; the SQL API writes these tables as the extension owner (see
+-- src/api.c) and mssql_cdc.status is the read interface.
+-- ---------------------------------------------------------------------------
+
+-- One row per foreign server that has at least one captured table.
+CREATE TABLE mssql_cdc.servers (
+	server_name name PRIMARY KEY,			-- pg_foreign_server.srvname (names survive dump/restore, OIDs do not)
+	run_as name NOT NULL,					-- role the worker runs as: whoever added the first table
+	paused boolean NOT NULL DEFAULT false,
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	last_error text,						-- last connection-level failure (written by the worker)
+	last_error_at timestamptz,
+	consecutive_failures integer NOT NULL DEFAULT 0
+);
+
+-- One row per captured SQL Server table.
+CREATE TABLE mssql_cdc.tables (
+	table_id serial PRIMARY KEY,
+	-- RESTRICT: a server row disappears only with its last table (remove_table)
+	server_name name NOT NULL REFERENCES mssql_cdc.servers (server_name)
+		ON UPDATE CASCADE ON DELETE RESTRICT,
+	source_schema text NOT NULL,			-- as SQL Server spells it (no brackets)
+	source_table text NOT NULL,
+	capture_instance text,					-- NULL: the table's current capture instance at start
+	staging_schema name NOT NULL,
+	staging_table name NOT NULL,
+	snapshot_mode text NOT NULL DEFAULT 'initial'
+		CHECK (snapshot_mode OPERATOR(pg_catalog.=) ANY (ARRAY['initial', 'never']::pg_catalog.text[])),
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	UNIQUE (server_name, source_schema, source_table),
+	UNIQUE (staging_schema, staging_table)
+);
+
+-- Progress of one table, written by the worker in the same transaction as
+-- the staging rows it describes (invariant 1).
+CREATE TABLE mssql_cdc.table_state (
+	table_id integer PRIMARY KEY REFERENCES mssql_cdc.tables (table_id) ON DELETE CASCADE,
+	phase text NOT NULL DEFAULT 'pending'
+		CHECK (phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting', 'streaming', 'error']::pg_catalog.text[])),
+	checkpoint_lsn mssql_cdc.lsn,			-- last fully applied commit LSN; NULL until streaming
+	snapshot_lsn mssql_cdc.lsn,				-- source max LSN recorded before the snapshot read (L0)
+	snapshot_last_key text[],				-- primary key of the last copied row (text forms), to resume
+	snapshot_rows bigint NOT NULL DEFAULT 0,
+	snapshot_total_estimate bigint,
+	snapshot_started_at timestamptz,
+	rows_applied bigint NOT NULL DEFAULT 0,
+	transactions_applied bigint NOT NULL DEFAULT 0,
+	last_commit_time timestamptz,			-- source commit time of checkpoint_lsn
+	resnapshot_requested_at timestamptz,	-- set by mssql_cdc.resnapshot()
+	last_error text,
+	last_error_at timestamptz,
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Invariant 5: progress never goes backwards.  The only way back is an
+-- explicit re-snapshot, which clears the checkpoint and sets phase 'pending'.
+CREATE FUNCTION mssql_cdc.table_state_guard() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'mssql_cdc_table_state_guard' LANGUAGE C;
+CREATE TRIGGER table_state_checkpoint_never_backwards
+	BEFORE UPDATE OF checkpoint_lsn ON mssql_cdc.table_state
+	FOR EACH ROW EXECUTE FUNCTION mssql_cdc.table_state_guard();
+
+-- Error log, written by the worker in its own short transaction.  Bounded:
+-- after each insert the worker keeps only the newest
+-- MSSQL_CDC_ERRORS_KEPT_PER_SERVER rows of that server (include/catalog.h).
+CREATE TABLE mssql_cdc.errors (
+	error_id bigserial PRIMARY KEY,
+	server_name name NOT NULL,
+	table_id integer REFERENCES mssql_cdc.tables (table_id) ON DELETE SET NULL,
+	occurred_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	sqlstate character(5),
+	message text NOT NULL,
+	detail text,
+	hint text,
+	remote_error_number integer				-- SQL Server Msg number, when the error came from there
+);
+CREATE INDEX errors_server_name_error_id_idx ON mssql_cdc.errors (server_name, error_id);
+
+REVOKE ALL ON mssql_cdc.servers, mssql_cdc.tables, mssql_cdc.table_state, mssql_cdc.errors FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.servers', '');
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.tables', '');
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.tables_table_id_seq', '');

@@ -1,0 +1,54 @@
+
+-- ---------------------------------------------------------------------------
+-- SQL API.  C functions (src/api.c); none is SECURITY DEFINER.  EXECUTE is
+-- revoked from PUBLIC: an administrator grants it to the roles that may
+-- manage capture.  The functions check server USAGE, user mappings and the
+-- server's run_as role themselves and then write the catalog as the
+-- extension owner.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION mssql_cdc.add_table(
+	server name,
+	source_table text,
+	staging_table text DEFAULT NULL,
+	snapshot_mode text DEFAULT 'initial',
+	capture_instance text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text) IS
+	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
+
+CREATE FUNCTION mssql_cdc.remove_table(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_remove_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.remove_table(name, text) IS
+	'Stop capturing a SQL Server table; its staging table is kept';
+
+CREATE FUNCTION mssql_cdc.pause(server name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_pause'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.pause(name) IS
+	'Stop the worker of a server until mssql_cdc.resume(); progress is kept';
+
+CREATE FUNCTION mssql_cdc.resume(server name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_resume'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.resume(name) IS
+	'Restart capture of a paused server from its checkpoints';
+
+CREATE FUNCTION mssql_cdc.resnapshot(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_resnapshot'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.resnapshot(name, text) IS
+	'Discard a table''s progress and copy it again from a new snapshot';
+
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.remove_table(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.pause(name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.resume(name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.resnapshot(name, text) FROM PUBLIC;

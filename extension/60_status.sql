@@ -1,0 +1,68 @@
+
+-- ---------------------------------------------------------------------------
+-- mssql_cdc.status: one row per captured table.  Catalog columns are
+-- durable; source_max_lsn, lag_seconds and worker_pid come from the live
+-- mssql_cdc.worker_state() (NULL while no worker has reported).
+-- Granted to pg_monitor, not PUBLIC: errors can name hosts and databases.
+-- ---------------------------------------------------------------------------
+
+CREATE VIEW mssql_cdc.status AS
+SELECT
+	t.server_name AS server,
+	CASE WHEN t.source_schema OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_schema
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_schema, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)
+	CASE WHEN t.source_table OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_table
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_table, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END AS source_table,
+	pg_catalog.quote_ident(t.staging_schema) OPERATOR(pg_catalog.||) '.'
+		OPERATOR(pg_catalog.||) pg_catalog.quote_ident(t.staging_table) AS staging_table,
+	CASE
+		WHEN sv.paused THEN 'paused'
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error'
+			OR ts.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR w.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'error'
+		ELSE coalesce(ts.phase, 'pending')
+	END AS state,
+	ts.checkpoint_lsn,
+	w.source_max_lsn,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::double precision
+		ELSE pg_catalog.date_part('epoch', w.source_max_lsn_time OPERATOR(pg_catalog.-) ts.last_commit_time)
+	END AS lag_seconds,
+	NULL::bigint AS lag_transactions,
+	coalesce(ts.rows_applied, 0) AS rows_applied,
+	coalesce(ts.transactions_applied, 0) AS transactions_applied,
+	coalesce(ts.snapshot_rows, 0) AS snapshot_rows,
+	ts.snapshot_total_estimate,
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'streaming' AND ts.snapshot_started_at IS NOT NULL
+			THEN 100::numeric(4,1)
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting'
+			AND ts.snapshot_total_estimate OPERATOR(pg_catalog.>) 0
+			-- the estimate comes from SQL Server statistics and can be exceeded
+			THEN least(100::numeric,
+				100::numeric OPERATOR(pg_catalog.*) ts.snapshot_rows
+				OPERATOR(pg_catalog./) ts.snapshot_total_estimate)::numeric(4,1)
+		ELSE NULL
+	END AS snapshot_percent,
+	CASE WHEN sv.last_error_at IS NOT NULL
+			AND (ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+		THEN sv.last_error ELSE ts.last_error
+	END AS last_error,
+	greatest(ts.last_error_at, sv.last_error_at) AS last_error_at,
+	w.pid AS worker_pid
+FROM mssql_cdc.tables t
+JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
+LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
+LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name;
+
+COMMENT ON VIEW mssql_cdc.status IS
+	'One row per captured table: state, checkpoint, lag, counters, last error and worker pid';
+
+REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.status TO pg_monitor;

@@ -1,0 +1,77 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.h
+ *		The Postgres side of a CDC window: stream one capture instance's
+ *		changes into its staging table, and write the checkpoint in the same
+ *		transaction.
+ *
+ * Invariant 1: the only writer of table_state.checkpoint_lsn in streaming is
+ * apply_commit_checkpoint(), called in the transaction that inserted the
+ * rows it covers.
+ *
+ * IDENTIFICATION
+ *		include/apply.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_APPLY_H
+#define MSSQL_CDC_APPLY_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+#include "catalog.h"
+#include "lsn.h"
+#include "source_schema.h"
+#include "tds_session.h"
+
+/* What one table got from one window */
+typedef struct ApplyResult
+{
+	int64		rows;
+	int64		transactions;	/* distinct commit LSNs */
+} ApplyResult;
+
+/*
+ * Read [from, to] of the source's capture instance (src, as
+ * source_schema_describe found it) and insert every change into the
+ * table's staging table, with the privileges of run_as.  Must run inside
+ * the window's transaction.
+ */
+extern ApplyResult apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
+										  const MssqlSourceTable *src, Oid run_as,
+										  int utc_offset_minutes,
+										  const MssqlLsn *from, const MssqlLsn *to);
+
+/*
+ * Lock the table's state row for the window and make sure it still is
+ * streaming from `checkpoint` (a concurrent remove_table or resnapshot wins:
+ * false means "skip this table in this window").
+ */
+extern bool apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint);
+
+/* The window's checkpoint and counters of one table (same transaction). */
+extern void apply_commit_checkpoint(int32 table_id, const MssqlLsn *to,
+									const ApplyResult *result, TimestampTz commit_time);
+
+/* pending + snapshot_mode never: start streaming at the source's max LSN. */
+extern void apply_start_streaming(int32 table_id, const MssqlLsn *start);
+
+/*
+ * Put a table into phase 'error' with a message for the user (retention
+ * overrun, capture instance gone).  Its own statement; no position changes.
+ */
+extern void apply_set_table_error(int32 table_id, const char *message);
+
+/* After a good window: end the server's failure streak, if there is one. */
+extern void apply_reset_server_failures(const char *server_name);
+
+/*
+ * In the separate error transaction: the failure on the server row (and the
+ * table's row when table_id > 0), counting the streak.  No position.
+ */
+extern void apply_record_failure(const char *server_name, int32 table_id,
+								 const char *message);
+
+#endif							/* MSSQL_CDC_APPLY_H */

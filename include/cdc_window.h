@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * cdc_window.h
+ *		The SQL Server side of a CDC window: the source's max LSN, choosing
+ *		the window's end on a transaction boundary, the retention check's
+ *		min LSN, and the change query.
+ *
+ * Everything here only reads SQL Server; nothing writes Postgres.
+ *
+ * IDENTIFICATION
+ *		include/cdc_window.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_CDC_WINDOW_H
+#define MSSQL_CDC_CDC_WINDOW_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+
+#include "lsn.h"
+#include "tds_session.h"
+
+/* Result columns of cdc_start_changes(), 1-based */
+#define CDC_COL_START_LSN	1
+#define CDC_COL_SEQVAL		2
+#define CDC_COL_OPERATION	3
+#define CDC_COL_UPDATE_MASK	4
+#define CDC_COL_COMMIT_TIME	5
+#define CDC_COL_FIRST_DATA	6
+
+/*
+ * The server's offset from UTC in minutes (SQL Server reports commit times
+ * as naive local datetimes).  Once per connection.
+ */
+extern int	cdc_query_utc_offset(TdsSession *session);
+
+/*
+ * A naive SQL Server datetime column of the current row as timestamptz,
+ * given the server's UTC offset; false for NULL.
+ */
+extern bool cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
+							   TimestampTz *result);
+
+/*
+ * sys.fn_cdc_get_max_lsn() and the commit time of that LSN.  False when it
+ * is NULL (the capture job has not run yet).
+ */
+extern bool cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+							 MssqlLsn *max_lsn, TimestampTz *max_time);
+
+/*
+ * The end of the next window after checkpoint: the max_transactions-th
+ * commit LSN after it, or max_lsn when fewer commits follow (the idle case
+ * still moves the checkpoint to max, so cleanup does not overtake quiet
+ * tables).  Always a transaction boundary.  Returns false when there is
+ * nothing after the checkpoint.  *end_time is the end's commit time, when
+ * known (0 otherwise).
+ */
+extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
+								  const MssqlLsn *max_lsn, int max_transactions,
+								  int utc_offset_minutes,
+								  MssqlLsn *to, TimestampTz *end_time);
+
+/*
+ * sys.fn_cdc_get_min_lsn(ci).  SQL Server returns 0x00... when the capture
+ * instance does not exist or the login may not read it, and NULL (false
+ * here) while the capture job has not processed a new capture instance.
+ */
+extern bool cdc_get_min_lsn(TdsSession *session, const char *capture_instance,
+							MssqlLsn *min_lsn);
+
+/*
+ * Send the change query of one capture instance for [from, to] ("all
+ * update old": before and after images), ordered by commit LSN, sequence
+ * value and operation; columns are CDC_COL_* and then select_exprs (T-SQL
+ * expressions over the change function's columns, see
+ * mssql_column_select_expr) in order.  The caller reads it with
+ * tds_next_result/tds_next_row.
+ */
+extern void cdc_start_changes(TdsSession *session, const char *capture_instance,
+							  List *select_exprs, const MssqlLsn *from,
+							  const MssqlLsn *to);
+
+#endif							/* MSSQL_CDC_CDC_WINDOW_H */

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * options.h
+ *		Connection options of the mssql_cdc foreign-data wrapper: the
+ *		validator's rules and the resolved settings a worker connects with.
+ *
+ * Connection details live in the standard FDW catalogs so that credentials
+ * follow PostgreSQL's own rules: server-level settings on CREATE SERVER,
+ * username and password only on CREATE USER MAPPING (pg_user_mapping hides
+ * them from other roles).
+ *
+ * IDENTIFICATION
+ *		include/options.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_OPTIONS_H
+#define MSSQL_CDC_OPTIONS_H
+
+#include "postgres.h"
+#include "foreign/foreign.h"
+
+/* Defaults applied when an option is absent (documented in doc/sql-api.md) */
+#define MSSQL_CDC_DEFAULT_PORT				1433
+#define MSSQL_CDC_DEFAULT_TDS_VERSION		"7.4"
+#define MSSQL_CDC_DEFAULT_APPLICATION_NAME	"mssql_cdc"
+#define MSSQL_CDC_DEFAULT_LOGIN_TIMEOUT		15	/* seconds */
+#define MSSQL_CDC_DEFAULT_QUERY_TIMEOUT		300 /* seconds */
+#define MSSQL_CDC_DEFAULT_PACKET_SIZE		4096
+
+/* FreeTDS 1.3 "encryption" semantics */
+typedef enum MssqlEncryption
+{
+	MSSQL_ENCRYPTION_OFF,		/* never TLS (login packet still encrypted
+								 * if the server insists) */
+	MSSQL_ENCRYPTION_REQUEST,	/* TLS if the server offers it */
+	MSSQL_ENCRYPTION_REQUIRE	/* TLS or fail */
+} MssqlEncryption;
+
+/*
+ * Everything a worker needs to open a TDS session for one server and role.
+ * Strings are palloc'd in the caller's memory context.  The password is
+ * never to be logged or put into any message.
+ */
+typedef struct MssqlServerOptions
+{
+	Oid			serverid;
+	char	   *server_name;	/* the Postgres foreign server's name */
+	char	   *host;
+	int			port;
+	char	   *database;
+	char	   *tds_version;	/* "7.3" or "7.4", as freetds.conf spells it */
+	MssqlEncryption encryption;
+	int			login_timeout;	/* seconds */
+	int			query_timeout;	/* seconds */
+	char	   *application_name;
+	int			packet_size;	/* bytes */
+	char	   *username;
+	char	   *password;
+} MssqlServerOptions;
+
+/*
+ * Look up a foreign server by name and make sure it belongs to the
+ * mssql_cdc wrapper.  Raises ERRCODE_UNDEFINED_OBJECT for an unknown name and
+ * ERRCODE_WRONG_OBJECT_TYPE for a server of another wrapper.
+ */
+extern ForeignServer *mssql_cdc_get_server_by_name(const char *server_name);
+
+/* True if roleid, or PUBLIC, has a user mapping for the server. */
+extern bool mssql_cdc_user_mapping_exists(Oid roleid, Oid serverid);
+
+/*
+ * The rule for every function that talks to SQL Server on the caller's
+ * behalf: USAGE on the foreign server (superusers have it) and a user
+ * mapping (own or PUBLIC) holding the credentials.  Without it a role could
+ * reach SQL Server with someone else's access.  ERRCODE_INSUFFICIENT_
+ * PRIVILEGE with a hint that says what to grant or create.
+ */
+extern void mssql_cdc_check_server_access(Oid caller, ForeignServer *server);
+
+/*
+ * Resolve the connection settings of a server for a role (its own user
+ * mapping, else the PUBLIC one), with defaults applied.  Options that are
+ * only required at use (host, username, password) are checked here, with
+ * errors naming the server.  Must be called inside a transaction.
+ */
+extern MssqlServerOptions *mssql_cdc_get_server_options(Oid serverid, Oid roleid);
+
+#endif							/* MSSQL_CDC_OPTIONS_H */

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * staging.h
+ *		Staging (changelog) tables: their names, their DDL, their creation
+ *		and the check that an existing one still has the expected shape.
+ *
+ * A staging table holds the staged source columns (captured, not
+ * computed; see source_column_is_staged) in source order, with the mapped
+ * types of type_map.h, followed by the metadata columns
+ *
+ *		_cdc_lsn mssql_cdc.lsn NOT NULL				commit LSN
+ *		_cdc_seqval mssql_cdc.lsn NOT NULL			__$seqval / snapshot row counter
+ *		_cdc_op mssql_cdc.operation NOT NULL
+ *		_cdc_commit_time timestamptz
+ *		_cdc_update_mask bytea
+ *		PRIMARY KEY (_cdc_lsn, _cdc_seqval, _cdc_op)
+ *
+ * Column names starting with "_cdc_" are reserved for metadata.
+ *
+ * IDENTIFICATION
+ *		include/staging.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_STAGING_H
+#define MSSQL_CDC_STAGING_H
+
+#include "postgres.h"
+
+#include "type_map.h"
+
+#define STAGING_METADATA_PREFIX		"_cdc_"
+
+/*
+ * The canonical default staging table name (no schema): "<server>_<schema>_
+ * <table>" lower-cased, every character other than a-z, 0-9 and _ replaced
+ * by _.  A name longer than NAMEDATALEN - 1 bytes is cut and ends in "_" and
+ * 8 hex digits of a hash of the exact server, schema and table names, so
+ * long names that share a prefix stay distinct and the result is the same
+ * on every run and platform.
+ */
+extern char *staging_default_name(const char *server_name, const char *source_schema,
+								  const char *source_table);
+
+/*
+ * Staging column name of a source column: the same name, or for a name
+ * longer than NAMEDATALEN - 1 bytes its first characters + "_" + 8 hex
+ * digits of a hash of the full name (PostgreSQL would silently truncate).
+ */
+extern char *staging_column_name(const char *source_name);
+
+/*
+ * The SQL that creates the staging table: CREATE TABLE with the primary key,
+ * then COMMENT ON TABLE naming the source (source_label, e.g.
+ * 'dbo.orders of server "erp", capture instance dbo_orders').  Only staged
+ * columns of cols are used.  Raises for a reserved or duplicate column name
+ * and for unsupported types.
+ */
+extern char *staging_build_ddl(const char *staging_schema, const char *staging_table,
+							   const char *source_label,
+							   const MssqlColumn *cols, int ncols);
+
+/*
+ * Create the staging table in the current transaction (SPI), owned by the
+ * current user.  ERRCODE_DUPLICATE_TABLE if the relation exists.
+ */
+extern void staging_create_table(const char *staging_schema, const char *staging_table,
+								 const char *source_label,
+								 const MssqlColumn *cols, int ncols);
+
+/*
+ * Verify that an existing staging table still has every expected column
+ * with its type (user-added columns are tolerated if the worker's inserts
+ * can leave them out: nullable or with a default) and its primary key.
+ * Raises ERRCODE_UNDEFINED_TABLE, ERRCODE_UNDEFINED_COLUMN or
+ * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE with a hint.
+ */
+extern void staging_check_table(const char *staging_schema, const char *staging_table,
+								const MssqlColumn *cols, int ncols);
+
+#endif							/* MSSQL_CDC_STAGING_H */

@@ -1,0 +1,222 @@
+/*-------------------------------------------------------------------------
+ *
+ * tds_session.h
+ *		One conversation with SQL Server through FreeTDS db-lib.
+ *
+ * Every SQL Server call of the extension goes through this layer.  Its
+ * rules:
+ *
+ * - db-lib's error and message handlers only *record* what went wrong (in
+ *   the session, reached through dbgetuserdata) and return INT_CANCEL; they
+ *   never ereport, because a longjmp out of a library callback leaves db-lib
+ *   in an undefined state.  After each db-lib call returns, this layer turns
+ *   the recorded error into an ereport with a proper SQLSTATE, naming the
+ *   foreign server, with the SQL Server message in errdetail.
+ * - A pending Postgres interrupt (query cancel, terminate, or the worker's
+ *   own shutdown flag) makes db-lib stop waiting within a second; the session
+ *   is then closed (dead) and CHECK_FOR_INTERRUPTS runs.
+ * - query_timeout bounds every wait for the server; a timeout closes the
+ *   connection (a hung server may never acknowledge a cancel), so the
+ *   session is dead afterwards and the caller reconnects.
+ * - After a remote (SQL) error the pending results are flushed with
+ *   dbcancel and the session stays usable.  Any connection-level error marks
+ *   it dead; tds_session_is_dead() tells the caller to reconnect.
+ * - Sessions are closed at process exit, and tds_session_open never leaks a
+ *   DBPROCESS on an error path.
+ * - The password never reaches a log line, a message or the application
+ *   name.
+ *
+ * Typical use (results are streamed row by row, nothing is buffered):
+ *
+ *		tds_exec(s, "SELECT a, b FROM t");
+ *		while (tds_next_result(s))
+ *			while (tds_next_row(s))
+ *			{
+ *				MemoryContextReset(rowcxt);  ... tds_col_data(s, 1, &len) ...
+ *			}
+ *
+ * IDENTIFICATION
+ *		include/tds_session.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_TDS_SESSION_H
+#define MSSQL_CDC_TDS_SESSION_H
+
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "lsn.h"
+#include "options.h"
+
+typedef struct TdsSession TdsSession;
+
+/* What kind of failure the last error of a session was. */
+typedef enum TdsErrorKind
+{
+	TDS_ERROR_NONE = 0,
+	TDS_ERROR_CONNECT,			/* login or connection could not be established */
+	TDS_ERROR_REMOTE,			/* SQL Server rejected the request; session usable */
+	TDS_ERROR_TIMEOUT,			/* query_timeout expired; session dead */
+	TDS_ERROR_CONNECTION_LOST,	/* socket closed/failed mid-conversation; dead */
+	TDS_ERROR_INTERRUPTED,		/* Postgres interrupt stopped the wait; dead */
+	TDS_ERROR_PROTOCOL			/* db-lib misuse or malformed reply */
+} TdsErrorKind;
+
+#define TDS_ERROR_TEXT_SIZE		512
+
+/*
+ * The captured state of the last failure: what db-lib said and what SQL
+ * Server said.  The worker branches on msgno (e.g. 313, 229, 1205) and
+ * dberr (e.g. 20003 timeout, 20017 EOF).
+ */
+typedef struct TdsRemoteError
+{
+	TdsErrorKind kind;
+
+	/* db-lib (client side) error, from the error handler; 0 if none */
+	int			dberr;			/* SYBE* number, e.g. 20009 */
+	int			dberr_severity; /* EX* severity class */
+	int			oserr;			/* errno, 0 if none */
+	char		dbtext[TDS_ERROR_TEXT_SIZE];
+	char		ostext[128];
+
+	/* SQL Server message of severity > 10 (the first of the batch); 0 if none */
+	int			msgno;			/* e.g. 208, 18456 */
+	int			msgstate;
+	int			msgclass;		/* "Level" */
+	int			msgline;
+	char		msgtext[TDS_ERROR_TEXT_SIZE];
+	char		procname[128];
+} TdsRemoteError;
+
+/*
+ * Process setup: dbinit, the capturing handlers, the exit hook.  Idempotent;
+ * tds_session_open calls it, a worker may call it early at startup.
+ */
+extern void tds_session_init(void);
+
+/*
+ * A flag that, when set, interrupts any wait for SQL Server just like a
+ * Postgres interrupt does (for a worker with its own SIGTERM handler).
+ * Pass NULL to remove it.
+ */
+extern void tds_session_set_shutdown_flag(volatile sig_atomic_t *flag);
+
+/*
+ * Connect and log in.  On failure raises ERRCODE_FDW_UNABLE_TO_ESTABLISH_
+ * CONNECTION naming the server, with the SQL Server / db-lib messages in
+ * errdetail and a hint.  The session lives in TopMemoryContext until
+ * tds_session_close or process exit.
+ */
+extern TdsSession *tds_session_open(const MssqlServerOptions *opts);
+
+/*
+ * Like tds_session_open but does not raise on a failed login/connect:
+ * returns NULL and copies the captured error into *err.  Interrupts still
+ * raise.
+ */
+extern TdsSession *tds_session_try_open(const MssqlServerOptions *opts,
+										TdsRemoteError *err);
+
+/* Close the connection and free the session.  NULL is allowed. */
+extern void tds_session_close(TdsSession *session);
+
+/* True once the connection is unusable; the caller must reopen. */
+extern bool tds_session_is_dead(TdsSession *session);
+
+/* The error captured by the last failed call (kind NONE if it succeeded). */
+extern const TdsRemoteError *tds_session_last_error(TdsSession *session);
+
+/* The foreign server's name, for the caller's own messages. */
+extern const char *tds_session_server_name(TdsSession *session);
+
+/*
+ * Raise the error captured in err as a Postgres ERROR for server_name
+ * ("what" says what we were doing, e.g. "running a query").  Does not
+ * return.
+ */
+extern void tds_report_error(const char *server_name, const TdsRemoteError *err,
+							 const char *what) pg_attribute_noreturn();
+
+/* ---- batches ---------------------------------------------------------- */
+
+/*
+ * Send a batch and wait for the first reply.  Pending results of an earlier
+ * batch are discarded first.  Raises on any error.
+ */
+extern void tds_exec(TdsSession *session, const char *sql);
+
+/*
+ * Same, but a SQL Server error (not a connection problem) returns false
+ * with the session still usable and the error in tds_session_last_error.
+ */
+extern bool tds_exec_try(TdsSession *session, const char *sql);
+
+/*
+ * Advance to the next result of the batch.  True if there is one (check
+ * tds_num_cols: 0 for a statement without a result set), false when the
+ * batch is complete.  Raises on errors.
+ */
+extern bool tds_next_result(TdsSession *session);
+
+/* Step results of a tds_exec_try batch without raising on SQL errors. */
+typedef enum TdsStep
+{
+	TDS_STEP_MORE,				/* a result / a row is available */
+	TDS_STEP_DONE,				/* no more results / rows */
+	TDS_STEP_REMOTE_ERROR		/* SQL Server error; session usable */
+} TdsStep;
+
+extern TdsStep tds_next_result_try(TdsSession *session);
+extern TdsStep tds_next_row_try(TdsSession *session);
+
+/* Fetch the next row of the current result; false when exhausted. */
+extern bool tds_next_row(TdsSession *session);
+
+/* Discard whatever remains of the current batch. */
+extern void tds_cancel(TdsSession *session);
+
+/* Run a batch and discard its results (commands, SET options...). */
+extern void tds_exec_simple(TdsSession *session, const char *sql);
+
+/* ---- columns of the current result (1-based) ---------------------------- */
+
+extern int	tds_num_cols(TdsSession *session);
+extern int	tds_col_type(TdsSession *session, int col);	/* SYB* type code */
+extern const char *tds_col_name(TdsSession *session, int col);
+
+/* precision and scale of decimal/numeric and of the date/time types */
+extern void tds_col_typeinfo(TdsSession *session, int col,
+							 int *precision, int *scale);
+
+/*
+ * Value of the column in the current row: pointer into db-lib's row buffer
+ * (valid until the next tds_next_row), *len its length in bytes.  NULL for
+ * a SQL NULL.  An empty string is a non-NULL pointer with *len == 0.
+ */
+extern const uint8 *tds_col_data(TdsSession *session, int col, int *len);
+
+/* The column converted to Postgres input text (see tds_convert.h); NULL for NULL */
+extern char *tds_col_text(TdsSession *session, int col);
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/*
+ * Run a query that returns one binary(10) value (an LSN) in its first row.
+ * Returns false if the value is NULL (or there is no row); raises if it is
+ * not a 10-byte binary value.
+ */
+extern bool tds_fetch_lsn(TdsSession *session, const char *sql, MssqlLsn *lsn);
+
+/* T-SQL quoting: tds_quote_ident("a]b") = "[a]]b]" */
+extern char *tds_quote_ident(const char *ident);
+
+/* tds_quote_nstring("it's") = "N'it''s'" */
+extern char *tds_quote_nstring(const char *str);
+
+/* A binary(10) literal for T-SQL: "0x0000002A000001F00003" */
+extern char *tds_format_lsn_literal(const uint8 *bytes);
+
+#endif							/* MSSQL_CDC_TDS_SESSION_H */

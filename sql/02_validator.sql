@@ -1,0 +1,111 @@
+-- The FDW validator: which options go where, and what values they take.
+\set SHOW_CONTEXT never
+
+-- A complete, valid server and user mapping.
+CREATE SERVER v_full FOREIGN DATA WRAPPER mssql_cdc OPTIONS (
+  host '127.0.0.1', port '1433', database 'erp', tds_version '7.4', encryption 'off',
+  login_timeout '5', query_timeout '60', application_name 'nightly copy', packet_size '4096');
+CREATE USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (username 'cdc_reader', password 'S3cret!');
+-- host is only needed when a worker connects; database is needed now.
+CREATE SERVER v_minimal FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp');
+-- an empty password is a legal SQL Server password
+CREATE USER MAPPING FOR PUBLIC SERVER v_minimal OPTIONS (username 'sa', password '');
+SELECT srvname, srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname LIKE 'v\_%' ORDER BY 1;
+
+-- database is required (also when ALTER SERVER would drop it).
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host 'sql1');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc;
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (DROP database);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Unknown options name the valid ones for that object.
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', servername 'sql1');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', client_charset 'UTF-8');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', "Port" '1433');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (ADD user 'sa');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (ADD host 'sql1');
+\echo :LAST_ERROR_SQLSTATE
+
+-- Credentials belong in a user mapping; the password value is never echoed.
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', password 'TopSecret42');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', username 'sa');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (ADD pwd 'TopSecret42');
+\echo :LAST_ERROR_SQLSTATE
+
+-- The wrapper itself takes no options.
+ALTER FOREIGN DATA WRAPPER mssql_cdc OPTIONS (ADD host 'sql1');
+\echo :LAST_ERROR_SQLSTATE
+
+-- Malformed values.
+ALTER SERVER v_full OPTIONS (SET port 'abc');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port '0');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port '65536');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port '+1433');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port ' 1433');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port '99999999999999999999');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET port '65535');
+ALTER SERVER v_full OPTIONS (SET tds_version '7.2');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET tds_version '5.0');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET tds_version 'auto');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET tds_version '8.0');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET tds_version '7.3');
+ALTER SERVER v_full OPTIONS (SET encryption 'strict');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET encryption 'OFF');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET encryption 'require');
+ALTER SERVER v_full OPTIONS (SET login_timeout '0');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET query_timeout '-5');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET query_timeout '30s');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET packet_size '511');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET packet_size '32768');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET host '');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET application_name '');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET database 'a123456789b123456789c123456789d123456789e123456789f123456789g123456789h123456789i123456789j123456789k123456789l123456789m123456789');
+\echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (SET username '');
+\echo :LAST_ERROR_SQLSTATE
+
+-- Nothing above changed the stored options except the valid SETs.
+SELECT srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname = 'v_full';
+
+-- Duplicates (core catches them in DDL; the validator too when called directly).
+CREATE SERVER v_bad FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', port '1', port '2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.validator(ARRAY['database=erp', 'port=1', 'port=2'], 'pg_catalog.pg_foreign_server'::regclass);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Foreign tables cannot be built on this wrapper.
+CREATE FOREIGN TABLE v_ft (id integer) SERVER v_full;
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.validator(ARRAY[]::text[], 'pg_catalog.pg_attribute'::regclass);
+\echo :LAST_ERROR_SQLSTATE
+
+DROP USER MAPPING FOR CURRENT_USER SERVER v_full;
+DROP USER MAPPING FOR PUBLIC SERVER v_minimal;
+DROP SERVER v_full, v_minimal;

@@ -1,0 +1,69 @@
+-- The status view: its shape, and what it shows for each table state.
+\set SHOW_CONTEXT never
+
+SELECT a.attnum, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type
+  FROM pg_catalog.pg_attribute a
+ WHERE a.attrelid = 'mssql_cdc.status'::regclass AND a.attnum > 0
+ ORDER BY a.attnum;
+
+CREATE SERVER wms FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '1', database 'wms');
+CREATE USER MAPPING FOR CURRENT_USER SERVER wms OPTIONS (username 'cdc', password 'x');
+
+-- Everything happens inside one transaction: the launcher never sees these
+-- tables, so no worker changes the rows under the test.  pg_regress has no
+-- SQL Server for add_table to check the sources on, so the tables are
+-- registered as add_table would record them (sql/02a_test_helpers.sql),
+-- with the server running (not paused).
+BEGIN;
+SELECT regress_helpers.register_table('wms', 'dbo', 'stock', current_user,
+                                      'public', 'wms_dbo_stock', paused => false) AS stock_id \gset
+SELECT regress_helpers.register_table('wms', 'inv', 'bin locations', current_user,
+                                      'public', 'bins', paused => false) AS bins_id \gset
+SELECT regress_helpers.register_table('wms', 'dbo', 'moves', current_user,
+                                      'public', 'wms_dbo_moves', 'never', paused => false) AS moves_id \gset
+
+-- Freshly added: pending (streaming from the start position for 'never'),
+-- nothing applied, nothing live.
+SELECT * FROM mssql_cdc.status ORDER BY source_table;
+
+-- A table in the middle of its snapshot ...
+UPDATE mssql_cdc.table_state
+   SET phase = 'snapshotting', snapshot_lsn = '0x000000100000002000AA', snapshot_rows = 1234,
+       snapshot_total_estimate = 10000, snapshot_started_at = '2026-01-01 00:00:00+00'
+ WHERE table_id = :stock_id;
+-- ... one streaming after its snapshot ...
+UPDATE mssql_cdc.table_state
+   SET phase = 'streaming', checkpoint_lsn = '0x000000100000003000BB', snapshot_rows = 50,
+       snapshot_total_estimate = 40, snapshot_started_at = '2026-01-01 00:00:00+00',
+       rows_applied = 70, transactions_applied = 7, last_commit_time = '2026-01-01 00:05:00+00'
+ WHERE table_id = :bins_id;
+-- ... and one whose last unit failed.
+UPDATE mssql_cdc.table_state
+   SET phase = 'streaming', checkpoint_lsn = '0x000000100000003000BB',
+       last_error = 'could not read changes of capture instance dbo_moves',
+       last_error_at = '2026-01-01 00:06:00+00', consecutive_failures = 2
+ WHERE table_id = :moves_id;
+SELECT source_table, state, checkpoint_lsn, rows_applied, transactions_applied,
+       snapshot_rows, snapshot_total_estimate, snapshot_percent, last_error, last_error_at
+  FROM mssql_cdc.status ORDER BY source_table;
+
+-- A snapshot estimate can be exceeded; the percentage stops at 100.
+UPDATE mssql_cdc.table_state SET snapshot_rows = 12000 WHERE table_id = :stock_id;
+SELECT source_table, snapshot_percent FROM mssql_cdc.status WHERE source_table = 'dbo.stock';
+
+-- A server-level failure newer than the table's is the one shown, for every table.
+UPDATE mssql_cdc.servers
+   SET last_error = 'could not connect to server "wms"', last_error_at = '2026-01-01 00:07:00+00',
+       consecutive_failures = 1
+ WHERE server_name = 'wms';
+SELECT source_table, state, last_error, last_error_at FROM mssql_cdc.status ORDER BY source_table;
+
+-- Paused wins over every other state.
+SELECT mssql_cdc.pause('wms');
+SELECT source_table, state FROM mssql_cdc.status ORDER BY source_table;
+ROLLBACK;
+
+SELECT count(*) AS rows_after_rollback FROM mssql_cdc.status;
+
+DROP USER MAPPING FOR CURRENT_USER SERVER wms;
+DROP SERVER wms;

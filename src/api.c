@@ -1,0 +1,743 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.c
+ *		The SQL API: mssql_cdc.add_table, remove_table, pause, resume and
+ *		resnapshot.
+ *
+ * add_table checks the source on SQL Server with the caller's user mapping
+ * (table, CDC, capture instance), creates the staging table and, for
+ * snapshot_mode 'never', records the position streaming starts from, all in
+ * the caller's transaction.  Everything else only changes catalog rows and
+ * wakes the launcher at commit; copying data is the workers' business.  An
+ * aborted call therefore has no effect at all.
+ *
+ * Security model (see doc/sql-api.md):
+ *  - EXECUTE is revoked from PUBLIC; an administrator grants it.
+ *  - A non-superuser needs USAGE on the foreign server and a user mapping
+ *    (own or PUBLIC) to add a table.
+ *  - The first table of a server fixes the server's run_as role (the
+ *    caller); every later change to that server needs the privileges of
+ *    run_as, because the worker acts as that role.
+ *  - The catalog tables grant nothing to other roles.  The C code writes
+ *    them as the extension owner for the span of the SPI calls only
+ *    (pg_cron's SetUserIdAndSecContext pattern), after all privilege checks
+ *    were done against the caller.  No SECURITY DEFINER.
+ *
+ * IDENTIFICATION
+ *		src/api.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/varlena.h"
+
+#include "catalog.h"
+#include "launcher.h"
+#include "mssql_cdc.h"
+#include "options.h"
+#include "source_name.h"
+#include "source_schema.h"
+#include "staging.h"
+#include "tds_session.h"
+
+PG_FUNCTION_INFO_V1(mssql_cdc_add_table);
+PG_FUNCTION_INFO_V1(mssql_cdc_remove_table);
+PG_FUNCTION_INFO_V1(mssql_cdc_pause);
+PG_FUNCTION_INFO_V1(mssql_cdc_resume);
+PG_FUNCTION_INFO_V1(mssql_cdc_resnapshot);
+
+/*
+ * Switch to the extension owner and connect SPI.  An error before
+ * end_catalog_write() is fine: transaction abort restores the user id.
+ */
+static void
+begin_catalog_write(CatalogOwnerScope *scope)
+{
+	catalog_become_owner(scope);
+	SPI_connect();
+}
+
+static void
+end_catalog_write(CatalogOwnerScope *scope)
+{
+	SPI_finish();
+	catalog_restore_user(scope);
+}
+
+static void
+require_argument(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"%s\" must not be NULL", argname)));
+}
+
+static void
+parse_source_table(const char *input, char **schema, char **table)
+{
+	char	   *problem = mssql_parse_qualified_name(input, schema, table);
+
+	if (problem)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid SQL Server table name \"%s\"", input),
+				 errdetail("%s", problem),
+				 errhint("Write the name as SQL Server does: dbo.orders, or [my schema].[my table]; a name without schema means dbo.")));
+}
+
+/*
+ * A non-superuser must be able to use the server and have credentials for
+ * it, or it could start a worker with someone else's access.
+ */
+static void
+check_server_access(Oid caller, ForeignServer *server)
+{
+	/* a superuser's mapping is checked where it matters: run_as below */
+	if (superuser_arg(caller))
+		return;
+	mssql_cdc_check_server_access(caller, server);
+}
+
+/* Changes to a server in use need the privileges of the role it runs as. */
+static void
+check_run_as(Oid caller, const char *server_name, const char *run_as)
+{
+	Oid			run_as_oid = get_role_oid(run_as, true);
+
+	if (superuser_arg(caller))
+		return;
+	if (!OidIsValid(run_as_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("server \"%s\" runs as role \"%s\", which no longer exists",
+						server_name, run_as),
+				 errhint("A superuser must change mssql_cdc.servers.run_as or remove the server's tables.")));
+	if (!has_privs_of_role(caller, run_as_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to change server \"%s\"", server_name),
+				 errdetail("Capture from this server runs as role \"%s\".", run_as),
+				 errhint("Ask a member of role \"%s\" or a superuser.", run_as)));
+}
+
+/* ---- small SPI helpers (inside a catalog write scope) ---- */
+
+static Datum
+name_datum(const char *s)
+{
+	return DirectFunctionCall1(namein, CStringGetDatum(s));
+}
+
+/* Locks and reads the server row; returns run_as or NULL if absent. */
+static char *
+lock_server_row(const char *server_name, bool *paused)
+{
+	Oid			types[1] = {NAMEOID};
+	Datum		args[1];
+
+	args[0] = name_datum(server_name);
+	if (SPI_execute_with_args("SELECT run_as, paused FROM mssql_cdc.servers"
+							  " WHERE server_name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read mssql_cdc.servers");
+	if (SPI_processed == 0)
+		return NULL;
+	if (paused)
+	{
+		bool		isnull;
+
+		*paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/* table_id of a captured table, or 0 */
+static int32
+find_captured_table(const char *server_name, const char *schema, const char *table)
+{
+	Oid			types[3] = {NAMEOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	bool		isnull;
+
+	args[0] = name_datum(server_name);
+	args[1] = CStringGetTextDatum(schema);
+	args[2] = CStringGetTextDatum(table);
+	if (SPI_execute_with_args("SELECT table_id FROM mssql_cdc.tables"
+							  " WHERE server_name OPERATOR(pg_catalog.=) $1"
+							  " AND source_schema OPERATOR(pg_catalog.=) $2"
+							  " AND source_table OPERATOR(pg_catalog.=) $3",
+							  3, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read mssql_cdc.tables");
+	if (SPI_processed == 0)
+		return 0;
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Reports an unknown server for the functions that change an existing one:
+ * first whether the foreign server exists at all, then that it has nothing
+ * captured.
+ */
+static void
+report_server_not_in_use(const char *server_name)
+{
+	(void) mssql_cdc_get_server_by_name(server_name);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("server \"%s\" has no captured tables", server_name),
+			 errhint("Start capturing with mssql_cdc.add_table().")));
+}
+
+static void
+report_table_not_captured(const char *server_name, const char *schema, const char *table)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("table %s of server \"%s\" is not captured",
+					mssql_display_name(schema, table), server_name),
+			 errhint("Names must match mssql_cdc.tables exactly, including case.")));
+}
+
+/*
+ * Resolve the staging table's schema as the caller sees it (search_path,
+ * "$user"), before switching to the extension owner.  The name is stored
+ * fully qualified, so the worker does not depend on anyone's search_path.
+ */
+static Oid
+resolve_staging_namespace(List *names, char **relname)
+{
+	RangeVar   *rv = makeRangeVarFromNameList(names);
+	Oid			nspid;
+
+	if (rv->catalogname != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("staging table name must be table or schema.table"),
+				 errdetail("A database name is not allowed.")));
+	rv->relpersistence = RELPERSISTENCE_PERMANENT;
+	nspid = RangeVarGetCreationNamespace(rv);
+	if (isAnyTempNamespace(nspid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_SCHEMA_NAME),
+				 errmsg("a staging table cannot be a temporary table")));
+	*relname = rv->relname;
+	return nspid;
+}
+
+/* Refuse staging names that are taken, now or by another captured table. */
+static void
+check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
+						const char *run_as)
+{
+	char	   *nspname = get_namespace_name(nspid);
+	Oid			types[2] = {NAMEOID, NAMEOID};
+	Datum		args[2];
+
+	if (pg_namespace_aclcheck(nspid, run_as_oid, ACL_CREATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" cannot create tables in schema \"%s\"", run_as, nspname),
+				 errdetail("The staging table is created by the worker, which runs as role \"%s\".", run_as),
+				 errhint("Grant CREATE on the schema, or choose another staging_table.")));
+
+	if (OidIsValid(get_relname_relid(relname, nspid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("relation \"%s.%s\" already exists", nspname, relname),
+				 errhint("mssql_cdc creates the staging table itself; choose a free name with the staging_table argument.")));
+
+	args[0] = name_datum(nspname);
+	args[1] = name_datum(relname);
+	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.tables"
+							  " WHERE staging_schema OPERATOR(pg_catalog.=) $1"
+							  " AND staging_table OPERATOR(pg_catalog.=) $2",
+							  2, types, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read mssql_cdc.tables");
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("staging table \"%s.%s\" is already used by another captured table",
+						nspname, relname),
+				 errhint("Choose another name with the staging_table argument.")));
+}
+
+/* The LSN just before lsn (80-bit -1 with borrow); lsn must not be zero. */
+static void
+lsn_decrement(const MssqlLsn *lsn, MssqlLsn *result)
+{
+	int			i;
+
+	*result = *lsn;
+	for (i = MSSQL_LSN_BYTES - 1; i >= 0; i--)
+	{
+		if (result->bytes[i]-- != 0)
+			break;
+	}
+}
+
+/*
+ * Check the source on SQL Server, as the caller (its user mapping): the
+ * table exists, CDC is enabled, the capture instance is found.  For
+ * snapshot_mode 'never' also the position streaming starts after: the
+ * source's max LSN now, or just before the capture instance's first LSN
+ * when it started later (otherwise the worker's retention check would see
+ * "changes removed" where there never were any).
+ */
+static MssqlSourceTable *
+check_source(ForeignServer *server, Oid caller, const char *schema, const char *table,
+			 const char *capture_instance, MssqlSnapshotMode mode, MssqlLsn *start)
+{
+	MssqlServerOptions *opts = mssql_cdc_get_server_options(server->serverid, caller);
+	TdsSession *volatile session = tds_session_open(opts);
+	MssqlSourceTable *src;
+
+	PG_TRY();
+	{
+		src = source_schema_describe(session, schema, table, capture_instance);
+		if (mode == MSSQL_SNAPSHOT_NEVER)
+		{
+			const MssqlCaptureInstance *ci = src->capture_instance;
+
+			if (!tds_fetch_lsn(session, "SELECT sys.fn_cdc_get_max_lsn()", start))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("the CDC capture job of server \"%s\" has not run yet",
+								server->servername),
+						 errdetail("sys.fn_cdc_get_max_lsn() returned NULL, so there is no position to stream from."),
+						 errhint("Make sure SQL Server Agent runs the capture job (cdc.<database>_capture), then try again.")));
+			if (!ci->has_start_lsn)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("capture instance \"%s\" has not been started by the capture job yet",
+								ci->name),
+						 errhint("Wait for the SQL Server capture job to run, then try again.")));
+			if (mssql_lsn_cmp(&ci->start_lsn, start) > 0 && !mssql_lsn_is_zero(&ci->start_lsn))
+				lsn_decrement(&ci->start_lsn, start);
+		}
+	}
+	PG_FINALLY();
+	{
+		tds_session_close(session);
+	}
+	PG_END_TRY();
+	return src;
+}
+
+/*
+ * mssql_cdc.add_table(server name, source_table text, staging_table text,
+ *                     snapshot_mode text, capture_instance text) → integer
+ */
+Datum
+mssql_cdc_add_table(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	char	   *source_input;
+	char	   *source_schema;
+	char	   *source_table;
+	char	   *mode_name;
+	MssqlSnapshotMode mode;
+	char	   *capture_instance = NULL;
+	ForeignServer *server;
+	List	   *staging_names;
+	Oid			staging_nspid;
+	char	   *staging_relname;
+	char	   *run_as;
+	Oid			run_as_oid;
+	int32		table_id;
+	CatalogOwnerScope scope;
+	MssqlSourceTable *src;
+	MssqlLsn	start_lsn;
+
+	require_argument(fcinfo, 0, "server");
+	require_argument(fcinfo, 1, "source_table");
+	require_argument(fcinfo, 3, "snapshot_mode");
+	server_name = NameStr(*PG_GETARG_NAME(0));
+	source_input = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
+
+	parse_source_table(source_input, &source_schema, &source_table);
+
+	if (!catalog_snapshot_mode_from_name(mode_name, &mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid snapshot_mode \"%s\"", mode_name),
+				 errhint("Valid values are: initial (copy the table, then stream changes), never (stream changes from now on).")));
+
+	if (!PG_ARGISNULL(4))
+	{
+		capture_instance = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		if (capture_instance[0] == '\0' ||
+			pg_mbstrlen(capture_instance) > MSSQL_CAPTURE_INSTANCE_MAX_CHARS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_NAME),
+					 errmsg("invalid capture instance name \"%s\"", capture_instance),
+					 errdetail("A capture instance name has 1 to %d characters.",
+							   MSSQL_CAPTURE_INSTANCE_MAX_CHARS),
+					 errhint("Pass NULL to use the table's current capture instance.")));
+	}
+
+	server = mssql_cdc_get_server_by_name(server_name);
+	check_server_access(caller, server);
+
+	if (PG_ARGISNULL(2))
+		staging_names = list_make1(makeString(staging_default_name(server_name,
+																	source_schema,
+																	source_table)));
+	else
+		staging_names = textToQualifiedNameList(PG_GETARG_TEXT_PP(2));
+	staging_nspid = resolve_staging_namespace(staging_names, &staging_relname);
+
+	begin_catalog_write(&scope);
+
+	run_as = lock_server_row(server_name, NULL);
+	if (run_as == NULL)
+	{
+		/* first table of this server: it will run as the caller */
+		Oid			types[2] = {NAMEOID, NAMEOID};
+		Datum		args[2];
+
+		run_as = GetUserNameFromId(caller, false);
+		if (!mssql_cdc_user_mapping_exists(caller, server->serverid))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("role \"%s\" has no user mapping for server \"%s\"",
+							run_as, server_name),
+					 errdetail("The first table of a server decides the role its worker runs as, and that role needs SQL Server credentials."),
+					 errhint("CREATE USER MAPPING FOR %s SERVER %s OPTIONS (username '…', password '…');",
+							 quote_identifier(run_as), quote_identifier(server_name))));
+
+		args[0] = name_datum(server_name);
+		args[1] = name_datum(run_as);
+		if (SPI_execute_with_args("INSERT INTO mssql_cdc.servers (server_name, run_as)"
+								  " VALUES ($1, $2) ON CONFLICT (server_name) DO NOTHING",
+								  2, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert into mssql_cdc.servers");
+		if (SPI_processed == 0)
+		{
+			/* a concurrent add_table created it first: its run_as rules */
+			run_as = lock_server_row(server_name, NULL);
+			if (run_as == NULL)
+				elog(ERROR, "server row of \"%s\" vanished", server_name);
+			check_run_as(caller, server_name, run_as);
+		}
+	}
+	else
+		check_run_as(caller, server_name, run_as);
+	run_as_oid = get_role_oid(run_as, false);
+
+	if (find_captured_table(server_name, source_schema, source_table) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("table %s of server \"%s\" is already captured",
+						mssql_display_name(source_schema, source_table), server_name),
+				 errhint("Use mssql_cdc.resnapshot() to copy it again.")));
+
+	check_staging_name_free(staging_nspid, staging_relname, run_as_oid, run_as);
+	end_catalog_write(&scope);
+
+	/*
+	 * Only now, with every local check passed, ask SQL Server (a wrong
+	 * argument should not cost a login).  The capture instance found is
+	 * stored, so the worker keeps reading the one whose columns the staging
+	 * table has, even when a second one is created for a schema change.
+	 */
+	src = check_source(server, caller, source_schema, source_table, capture_instance,
+					   mode, &start_lsn);
+	capture_instance = src->capture_instance->name;
+
+	/*
+	 * Owned by run_as, the role the worker writes it as (the caller has its
+	 * privileges: check_run_as), not by whichever member called.
+	 */
+	{
+		Oid			save_userid;
+		int			save_sec_context;
+
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(run_as_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		staging_create_table(get_namespace_name(staging_nspid), staging_relname,
+							 source_label(src), src->columns, src->ncolumns);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+
+	begin_catalog_write(&scope);
+
+	{
+		Oid			types[7] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID};
+		Datum		args[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		bool		isnull;
+
+		args[0] = name_datum(server_name);
+		args[1] = CStringGetTextDatum(source_schema);
+		args[2] = CStringGetTextDatum(source_table);
+		args[3] = capture_instance ? CStringGetTextDatum(capture_instance) : (Datum) 0;
+		if (capture_instance == NULL)
+			nulls[3] = 'n';
+		args[4] = name_datum(get_namespace_name(staging_nspid));
+		args[5] = name_datum(staging_relname);
+		args[6] = CStringGetTextDatum(catalog_snapshot_mode_name(mode));
+		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
+								  " source_table, capture_instance, staging_schema,"
+								  " staging_table, snapshot_mode)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING table_id",
+								  7, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+			SPI_processed != 1)
+			elog(ERROR, "could not insert into mssql_cdc.tables");
+		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		args[2];
+		char		lsn_text[MSSQL_LSN_TEXT_SIZE];
+
+		args[0] = Int32GetDatum(table_id);
+		if (mode == MSSQL_SNAPSHOT_NEVER)
+		{
+			/* streams from here on: the worker's first window starts after it */
+			mssql_lsn_format(&start_lsn, lsn_text);
+			args[1] = CStringGetTextDatum(lsn_text);
+			if (SPI_execute_with_args("INSERT INTO mssql_cdc.table_state (table_id, phase, checkpoint_lsn)"
+									  " VALUES ($1, 'streaming', $2::mssql_cdc.lsn)",
+									  2, types, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not insert into mssql_cdc.table_state");
+		}
+		else if (SPI_execute_with_args("INSERT INTO mssql_cdc.table_state (table_id, phase)"
+									   " VALUES ($1, 'pending')",
+									   1, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert into mssql_cdc.table_state");
+	}
+
+	end_catalog_write(&scope);
+
+	mssql_cdc_wake_launcher_at_commit();
+	PG_RETURN_INT32(table_id);
+}
+
+/* mssql_cdc.remove_table(server name, source_table text) → void */
+Datum
+mssql_cdc_remove_table(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	char	   *source_schema;
+	char	   *source_table;
+	char	   *run_as;
+	int32		table_id;
+	char	   *staging = NULL;
+	bool		last_table;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	CatalogOwnerScope scope;
+
+	require_argument(fcinfo, 0, "server");
+	require_argument(fcinfo, 1, "source_table");
+	server_name = NameStr(*PG_GETARG_NAME(0));
+	parse_source_table(text_to_cstring(PG_GETARG_TEXT_PP(1)), &source_schema, &source_table);
+
+	begin_catalog_write(&scope);
+
+	run_as = lock_server_row(server_name, NULL);
+	if (run_as == NULL)
+		report_server_not_in_use(server_name);
+	check_run_as(caller, server_name, run_as);
+
+	table_id = find_captured_table(server_name, source_schema, source_table);
+	if (table_id == 0)
+		report_table_not_captured(server_name, source_schema, source_table);
+
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		args[1];
+
+		args[0] = Int32GetDatum(table_id);
+		if (SPI_execute_with_args("DELETE FROM mssql_cdc.tables"
+								  " WHERE table_id OPERATOR(pg_catalog.=) $1"
+								  " RETURNING staging_schema, staging_table",
+								  1, types, args, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
+			elog(ERROR, "could not delete from mssql_cdc.tables");
+		if (SPI_processed == 1)
+		{
+			char	   *nspname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			char	   *relname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+			Oid			nspid = get_namespace_oid(nspname, true);
+
+			/* mention the staging table only if the worker had created it */
+			if (OidIsValid(nspid) && OidIsValid(get_relname_relid(relname, nspid)))
+				staging = MemoryContextStrdup(caller_cxt,
+											  quote_qualified_identifier(nspname, relname));
+		}
+	}
+	{
+		/* the last table takes the server row (and its run_as) with it */
+		Oid			types[1] = {NAMEOID};
+		Datum		args[1];
+
+		args[0] = name_datum(server_name);
+		if (SPI_execute_with_args("DELETE FROM mssql_cdc.servers s"
+								  " WHERE s.server_name OPERATOR(pg_catalog.=) $1"
+								  " AND NOT EXISTS (SELECT 1 FROM mssql_cdc.tables t"
+								  "  WHERE t.server_name OPERATOR(pg_catalog.=) $1)",
+								  1, types, args, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete from mssql_cdc.servers");
+		last_table = (SPI_processed == 1);
+	}
+
+	end_catalog_write(&scope);
+
+	if (staging)
+		ereport(NOTICE,
+				(errmsg("staging table %s was kept", staging),
+				 errhint("Drop it with DROP TABLE if its rows are no longer needed.")));
+	if (last_table)
+		ereport(DEBUG1,
+				(errmsg("server \"%s\" has no captured tables any more", server_name)));
+
+	mssql_cdc_wake_launcher_at_commit();
+	PG_RETURN_VOID();
+}
+
+/* pause and resume: set servers.paused; repeating a call is a no-op with a NOTICE */
+static void
+set_server_paused(FunctionCallInfo fcinfo, bool pause)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	char	   *run_as;
+	bool		paused = false;
+	bool		changed = false;
+	CatalogOwnerScope scope;
+
+	require_argument(fcinfo, 0, "server");
+	server_name = NameStr(*PG_GETARG_NAME(0));
+
+	/*
+	 * Resuming a server whose foreign server was dropped would only start a
+	 * worker that cannot connect; pausing it is harmless and stays allowed.
+	 */
+	if (!pause)
+		(void) mssql_cdc_get_server_by_name(server_name);
+
+	begin_catalog_write(&scope);
+
+	run_as = lock_server_row(server_name, &paused);
+	if (run_as == NULL)
+		report_server_not_in_use(server_name);
+	check_run_as(caller, server_name, run_as);
+
+	if (paused != pause)
+	{
+		Oid			types[2] = {NAMEOID, BOOLOID};
+		Datum		args[2];
+
+		args[0] = name_datum(server_name);
+		args[1] = BoolGetDatum(pause);
+		if (SPI_execute_with_args("UPDATE mssql_cdc.servers SET paused = $2"
+								  " WHERE server_name OPERATOR(pg_catalog.=) $1",
+								  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update mssql_cdc.servers");
+		changed = true;
+	}
+
+	end_catalog_write(&scope);
+
+	if (!changed)
+	{
+		ereport(NOTICE,
+				(errmsg("server \"%s\" is already %s", server_name,
+						pause ? "paused" : "running")));
+		return;
+	}
+	mssql_cdc_wake_launcher_at_commit();
+}
+
+/* mssql_cdc.pause(server name) → void */
+Datum
+mssql_cdc_pause(PG_FUNCTION_ARGS)
+{
+	set_server_paused(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+/* mssql_cdc.resume(server name) → void */
+Datum
+mssql_cdc_resume(PG_FUNCTION_ARGS)
+{
+	set_server_paused(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+/*
+ * mssql_cdc.resnapshot(server name, source_table text) → void
+ *
+ * Resets the table's progress to 'pending' (the checkpoint guard allows
+ * clearing the checkpoint only together with that phase) and records when
+ * it was asked for; the worker takes it from there.
+ */
+Datum
+mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	char	   *source_schema;
+	char	   *source_table;
+	char	   *run_as;
+	int32		table_id;
+	CatalogOwnerScope scope;
+	Oid			types[1] = {INT4OID};
+	Datum		args[1];
+
+	require_argument(fcinfo, 0, "server");
+	require_argument(fcinfo, 1, "source_table");
+	server_name = NameStr(*PG_GETARG_NAME(0));
+	parse_source_table(text_to_cstring(PG_GETARG_TEXT_PP(1)), &source_schema, &source_table);
+
+	begin_catalog_write(&scope);
+
+	run_as = lock_server_row(server_name, NULL);
+	if (run_as == NULL)
+		report_server_not_in_use(server_name);
+	check_run_as(caller, server_name, run_as);
+
+	table_id = find_captured_table(server_name, source_schema, source_table);
+	if (table_id == 0)
+		report_table_not_captured(server_name, source_schema, source_table);
+
+	/* upsert: after a restore the progress row is absent */
+	args[0] = Int32GetDatum(table_id);
+	if (SPI_execute_with_args("INSERT INTO mssql_cdc.table_state AS s"
+							  " (table_id, phase, resnapshot_requested_at)"
+							  " VALUES ($1, 'pending', pg_catalog.now())"
+							  " ON CONFLICT (table_id) DO UPDATE SET"
+							  " phase = 'pending', checkpoint_lsn = NULL, snapshot_lsn = NULL,"
+							  " snapshot_last_key = NULL, snapshot_rows = 0,"
+							  " snapshot_total_estimate = NULL, snapshot_started_at = NULL,"
+							  " last_error = NULL, last_error_at = NULL,"
+							  " consecutive_failures = 0,"
+							  " resnapshot_requested_at = pg_catalog.now(),"
+							  " updated_at = pg_catalog.now()",
+							  1, types, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not update mssql_cdc.table_state");
+
+	end_catalog_write(&scope);
+
+	mssql_cdc_wake_launcher_at_commit();
+	PG_RETURN_VOID();
+}

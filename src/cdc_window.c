@@ -1,0 +1,193 @@
+/*-------------------------------------------------------------------------
+ *
+ * cdc_window.c
+ *		SQL Server queries of the streaming worker (see cdc_window.h).
+ *
+ * Window ends come from cdc.lsn_time_mapping, which has one row per
+ * committed transaction (tran_id 0x00 rows are the capture job's own
+ * bookkeeping and are skipped), so a window never ends inside a source
+ * transaction.  Reference: sqlserver-cdc.md §2, §3.
+ *
+ * IDENTIFICATION
+ *		src/cdc_window.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/timestamp.h"
+
+#include "cdc_window.h"
+
+static char *
+lsn_literal(const MssqlLsn *lsn)
+{
+	return tds_format_lsn_literal(lsn->bytes);
+}
+
+/* The binary(10) column of the current row as an LSN; false for NULL. */
+static bool
+col_lsn(TdsSession *session, int col, MssqlLsn *lsn)
+{
+	int			len;
+	const uint8 *data = tds_col_data(session, col, &len);
+
+	if (data == NULL)
+		return false;
+	if (len != MSSQL_LSN_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("SQL Server (server \"%s\") returned an LSN of %d bytes, expected %d",
+						tds_session_server_name(session), len, MSSQL_LSN_BYTES)));
+	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
+	return true;
+}
+
+int
+cdc_query_utc_offset(TdsSession *session)
+{
+	int			offset = 0;
+	bool		found = false;
+
+	tds_exec(session, "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())");
+	while (tds_next_result(session))
+		while (tds_next_row(session))
+		{
+			char	   *text = tds_col_text(session, 1);
+
+			if (!found && text != NULL)
+			{
+				offset = pg_strtoint32(text);
+				found = true;
+			}
+		}
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("SQL Server (server \"%s\") did not report its UTC offset",
+						tds_session_server_name(session))));
+	return offset;
+}
+
+bool
+cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
+				   TimestampTz *result)
+{
+	char	   *text = tds_col_text(session, col);
+	Timestamp	local;
+
+	if (text == NULL)
+		return false;
+	/* the exact text form of the naive datetime, read as if it were UTC ... */
+	local = DatumGetTimestamp(DirectFunctionCall3(timestamp_in,
+												  CStringGetDatum(text),
+												  ObjectIdGetDatum(InvalidOid),
+												  Int32GetDatum(-1)));
+	/* ... then shifted by the server's offset to the real instant */
+	*result = local - (int64) utc_offset_minutes * 60 * USECS_PER_SEC;
+	return true;
+}
+
+bool
+cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+				 MssqlLsn *max_lsn, TimestampTz *max_time)
+{
+	bool		found = false;
+	bool		seen = false;
+
+	*max_time = 0;
+	tds_exec(session,
+			 "SELECT sys.fn_cdc_get_max_lsn(), "
+			 "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())");
+	while (tds_next_result(session))
+		while (tds_next_row(session))
+		{
+			if (seen)
+				continue;		/* drain */
+			seen = true;
+			found = col_lsn(session, 1, max_lsn);
+			if (found && !cdc_col_local_time(session, 2, utc_offset_minutes, max_time))
+				*max_time = 0;
+		}
+	return found;
+}
+
+bool
+cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
+					  const MssqlLsn *max_lsn, int max_transactions,
+					  int utc_offset_minutes, MssqlLsn *to, TimestampTz *end_time)
+{
+	StringInfoData sql;
+	int			nrows = 0;
+	MssqlLsn	last;
+	TimestampTz last_time = 0;
+
+	if (mssql_lsn_cmp(max_lsn, checkpoint) <= 0)
+		return false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "SELECT TOP (%d) start_lsn, tran_end_time FROM cdc.lsn_time_mapping"
+					 " WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00"
+					 " ORDER BY start_lsn",
+					 max_transactions, lsn_literal(checkpoint), lsn_literal(max_lsn));
+	tds_exec(session, sql.data);
+	while (tds_next_result(session))
+		while (tds_next_row(session))
+		{
+			if (!col_lsn(session, 1, &last))
+				continue;
+			nrows++;
+			if (!cdc_col_local_time(session, 2, utc_offset_minutes, &last_time))
+				last_time = 0;
+		}
+
+	if (nrows >= max_transactions)
+	{
+		*to = last;
+		*end_time = last_time;
+	}
+	else
+	{
+		/* everything up to max: commits and the capture job's own LSNs */
+		*to = *max_lsn;
+		*end_time = (nrows > 0 && mssql_lsn_cmp(&last, max_lsn) == 0) ? last_time : 0;
+	}
+	return mssql_lsn_cmp(to, checkpoint) > 0;
+}
+
+bool
+cdc_get_min_lsn(TdsSession *session, const char *capture_instance, MssqlLsn *min_lsn)
+{
+	char	   *sql = psprintf("SELECT sys.fn_cdc_get_min_lsn(%s)",
+							   tds_quote_nstring(capture_instance));
+
+	return tds_fetch_lsn(session, sql, min_lsn);
+}
+
+void
+cdc_start_changes(TdsSession *session, const char *capture_instance,
+				  List *select_exprs, const MssqlLsn *from, const MssqlLsn *to)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+
+	/* sys.fn_cdc_get_all_changes_* raises Msg 313 for from > to */
+	Assert(mssql_lsn_cmp(from, to) <= 0);
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql,
+						   "SELECT __$start_lsn, __$seqval, __$operation, __$update_mask,"
+						   " sys.fn_cdc_map_lsn_to_time(__$start_lsn)");
+	foreach(lc, select_exprs)
+		appendStringInfo(&sql, ", %s", (const char *) lfirst(lc));
+	appendStringInfo(&sql,
+					 " FROM cdc.%s(%s, %s, N'all update old')"
+					 " ORDER BY __$start_lsn, __$seqval, __$operation",
+					 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", capture_instance)),
+					 lsn_literal(from), lsn_literal(to));
+	tds_exec(session, sql.data);
+}

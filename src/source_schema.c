@@ -1,0 +1,600 @@
+/*-------------------------------------------------------------------------
+ *
+ * source_schema.c
+ *		Discover a SQL Server source table: columns (INFORMATION_SCHEMA),
+ *		computed columns (sys.columns), primary key (sp_pkeys), CDC state
+ *		(sys.databases, sys.tables) and the capture instance with its
+ *		captured columns (sp_cdc_help_change_data_capture,
+ *		cdc.captured_columns).  Also the SQL functions built on it,
+ *		mssql_cdc.describe_source() and mssql_cdc.staging_ddl().
+ *
+ * Only the statement shapes of reference/sqlserver-cdc.md §1.5 and §4 are
+ * sent, names always as N'...' literals (tds_quote_nstring) or [quoted]
+ * identifiers, so any name a user can create on SQL Server works.  Result
+ * columns are picked by name, not position, so extra columns of a newer
+ * SQL Server do not break us.
+ *
+ * IDENTIFICATION
+ *		src/source_schema.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "fmgr.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/pg_list.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/formatting.h"
+#include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
+#include "utils/varlena.h"
+
+#include "compat.h"
+#include "options.h"
+#include "source_name.h"
+#include "source_schema.h"
+#include "staging.h"
+
+/*
+ * Run a batch and collect, as text, the named columns of every row of every
+ * result set that has them all (stored procedures also send results that do
+ * not, which are skipped).  Returns a List of char *[ncols].
+ */
+static List *
+fetch_rows(TdsSession *session, const char *sql, const char *const *names, int ncols)
+{
+	List	   *rows = NIL;
+	int		   *map = palloc(sizeof(int) * ncols);
+
+	tds_exec(session, sql);
+	while (tds_next_result(session))
+	{
+		bool		usable = tds_num_cols(session) > 0;
+		int			i;
+
+		for (i = 0; usable && i < ncols; i++)
+		{
+			int			c;
+
+			map[i] = 0;
+			for (c = 1; c <= tds_num_cols(session); c++)
+				if (pg_strcasecmp(tds_col_name(session, c), names[i]) == 0)
+				{
+					map[i] = c;
+					break;
+				}
+			if (map[i] == 0)
+				usable = false;
+		}
+		while (tds_next_row(session))
+		{
+			char	  **values;
+
+			if (!usable)
+				continue;
+			values = palloc(sizeof(char *) * ncols);
+			for (i = 0; i < ncols; i++)
+				values[i] = tds_col_text(session, map[i]);
+			rows = lappend(rows, values);
+		}
+	}
+	pfree(map);
+	return rows;
+}
+
+/* An integer column; NULL gives if_null.  SQL Server sent it, so it parses. */
+static int
+int_value(const char *text, int if_null)
+{
+	return text ? pg_strtoint32(text) : if_null;
+}
+
+/* bit columns arrive as "true"/"false" (tds_convert), counts as "1"/"0" */
+static bool
+bool_value(const char *text)
+{
+	return text != NULL && (strcmp(text, "true") == 0 || strcmp(text, "1") == 0);
+}
+
+static char *
+display(const MssqlSourceTable *src)
+{
+	return mssql_display_name(src->schema, src->table);
+}
+
+static MssqlColumn *
+find_column(MssqlSourceTable *src, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < src->ncolumns; i++)
+		if (strcmp(src->columns[i].name, name) == 0)
+			return &src->columns[i];
+	return NULL;
+}
+
+static void
+read_columns(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {
+		"COLUMN_NAME", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "NUMERIC_PRECISION",
+		"NUMERIC_SCALE", "DATETIME_PRECISION", "IS_NULLABLE"
+	};
+	char	   *sql;
+	List	   *rows;
+	ListCell   *lc;
+	int			n = 0;
+
+	sql = psprintf("SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, "
+				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE FROM INFORMATION_SCHEMA.COLUMNS "
+				   "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+				   tds_quote_nstring(src->schema), tds_quote_nstring(src->table));
+	rows = fetch_rows(session, sql, names, lengthof(names));
+
+	if (rows == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table %s does not exist on server \"%s\"", display(src), src->server_name),
+				 errdetail("INFORMATION_SCHEMA.COLUMNS of the server's database lists no columns for it."),
+				 errhint("Names are matched exactly as SQL Server stores them; the login also needs "
+						 "permission to see the table.")));
+
+	src->ncolumns = list_length(rows);
+	src->columns = palloc(sizeof(MssqlColumn) * src->ncolumns);
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		MssqlColumn *col = &src->columns[n];
+
+		mssql_column_init(col);
+		col->name = v[0];
+		col->pg_name = staging_column_name(v[0]);
+		col->ordinal = ++n;
+		col->type_name = v[1] ? asc_tolower(v[1], strlen(v[1])) : "";
+		col->max_length = int_value(v[2], MSSQL_FACET_UNKNOWN);
+		col->precision = int_value(v[3], MSSQL_FACET_UNKNOWN);
+		col->scale = int_value(v[4], MSSQL_FACET_UNKNOWN);
+		col->datetime_precision = int_value(v[5], MSSQL_FACET_UNKNOWN);
+		col->nullable = v[6] != NULL && pg_strcasecmp(v[6], "YES") == 0;
+	}
+}
+
+static void
+read_computed(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"name"};
+	char	   *object = psprintf("%s.%s", mssql_quote_identifier(src->schema),
+								  mssql_quote_identifier(src->table));
+	List	   *rows;
+	ListCell   *lc;
+
+	rows = fetch_rows(session,
+					  psprintf("SELECT name FROM sys.columns WHERE object_id = OBJECT_ID(%s) "
+							   "AND is_computed = 1", tds_quote_nstring(object)),
+					  names, 1);
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		MssqlColumn *col = v[0] ? find_column(src, v[0]) : NULL;
+
+		if (col)
+			col->is_computed = true;
+	}
+}
+
+static void
+read_primary_key(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"COLUMN_NAME", "KEY_SEQ"};
+	List	   *rows;
+	ListCell   *lc;
+
+	rows = fetch_rows(session,
+					  psprintf("EXEC sp_pkeys @table_name = %s, @table_owner = %s",
+							   tds_quote_nstring(src->table), tds_quote_nstring(src->schema)),
+					  names, 2);
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		MssqlColumn *col = v[0] ? find_column(src, v[0]) : NULL;
+
+		if (col == NULL)
+			continue;
+		col->is_key = true;
+		col->key_ordinal = int_value(v[1], 0);
+		src->nkey++;
+	}
+}
+
+static void
+require_cdc_database(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"is_cdc_enabled", "name"};
+	List	   *rows;
+	char	  **v;
+
+	rows = fetch_rows(session,
+					  "SELECT is_cdc_enabled, name FROM sys.databases WHERE database_id = DB_ID()",
+					  names, 2);
+	if (rows == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the current database of server \"%s\" is not visible in sys.databases",
+						src->server_name)));
+	v = linitial(rows);
+	if (!bool_value(v[0]))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("change data capture is not enabled for database \"%s\" of server \"%s\"",
+						v[1] ? v[1] : "?", src->server_name),
+				 errdetail("Table %s cannot be captured without it.", display(src)),
+				 errhint("A sysadmin runs EXEC sys.sp_cdc_enable_db in that database.")));
+}
+
+/* "\x0000002A000001F00003" (tds_convert's binary text) -> MssqlLsn */
+static bool
+parse_binary_lsn(const char *text, MssqlLsn *lsn)
+{
+	char	   *copy;
+
+	if (text == NULL || strlen(text) < 2)
+		return false;
+	copy = pstrdup(text);
+	copy[0] = '0';
+	copy[1] = 'x';
+	return mssql_lsn_parse(copy, lsn);
+}
+
+static void report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
+			pg_attribute_noreturn();
+
+/* No capture instance is visible: not enabled, or not readable by the login? */
+static void
+report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"is_tracked_by_cdc"};
+	char	   *object = psprintf("%s.%s", mssql_quote_identifier(src->schema),
+								  mssql_quote_identifier(src->table));
+	List	   *rows;
+
+	rows = fetch_rows(session,
+					  psprintf("SELECT is_tracked_by_cdc FROM sys.tables WHERE object_id = OBJECT_ID(%s)",
+							   tds_quote_nstring(object)),
+					  names, 1);
+	if (rows != NIL && bool_value(((char **) linitial(rows))[0]))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("table %s of server \"%s\" is enabled for change data capture, but the login sees no capture instance of it",
+						display(src), src->server_name),
+				 errdetail("sys.sp_cdc_help_change_data_capture lists only capture instances whose captured columns the login may SELECT."),
+				 errhint("Grant the login SELECT on the table and membership in the capture instance's gating role.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("table %s of server \"%s\" is not enabled for change data capture",
+					display(src), src->server_name),
+			 errhint("A db_owner runs EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL;",
+					 tds_quote_nstring(src->schema), tds_quote_nstring(src->table))));
+}
+
+static void
+read_capture_instances(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"capture_instance", "object_id", "start_lsn", "create_date"};
+	List	   *rows;
+	ListCell   *lc;
+	int			n = 0;
+
+	rows = fetch_rows(session,
+					  psprintf("EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s",
+							   tds_quote_nstring(src->schema), tds_quote_nstring(src->table)),
+					  names, lengthof(names));
+	if (rows == NIL)
+		report_no_capture_instance(session, src);
+
+	src->ninstances = list_length(rows);
+	src->instances = palloc0(sizeof(MssqlCaptureInstance) * src->ninstances);
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		MssqlCaptureInstance *ci = &src->instances[n++];
+
+		ci->name = v[0];
+		ci->change_table_id = int_value(v[1], 0);
+		ci->has_start_lsn = parse_binary_lsn(v[2], &ci->start_lsn);
+		ci->create_date = v[3] ? v[3] : "";
+	}
+}
+
+/* a newer than b: later start_lsn; instances still without one by create_date */
+static bool
+instance_is_newer(const MssqlCaptureInstance *a, const MssqlCaptureInstance *b)
+{
+	int			cmp;
+
+	if (a->has_start_lsn != b->has_start_lsn)
+		return a->has_start_lsn;
+	if (a->has_start_lsn && (cmp = mssql_lsn_cmp(&a->start_lsn, &b->start_lsn)) != 0)
+		return cmp > 0;
+	if ((cmp = strcmp(a->create_date, b->create_date)) != 0)
+		return cmp > 0;
+	return a->change_table_id > b->change_table_id;
+}
+
+/*
+ * Without a request, the newest instance with a start_lsn: during a schema
+ * change the DBA adds a second instance with the new columns, and the old
+ * one is dropped soon after; an instance whose start_lsn is still NULL has
+ * no change rows yet.  (The worker switches instances itself later.)
+ */
+static void
+choose_capture_instance(MssqlSourceTable *src, const char *requested)
+{
+	int			i;
+
+	if (requested == NULL)
+	{
+		const MssqlCaptureInstance *best = &src->instances[0];
+
+		for (i = 1; i < src->ninstances; i++)
+			if (instance_is_newer(&src->instances[i], best))
+				best = &src->instances[i];
+		src->capture_instance = best;
+		return;
+	}
+
+	for (i = 0; i < src->ninstances; i++)
+		if (strcmp(src->instances[i].name, requested) == 0)
+		{
+			src->capture_instance = &src->instances[i];
+			return;
+		}
+
+	/*
+	 * SQL Server compares names under the database collation, usually
+	 * case-insensitive; accept a different case when it is unambiguous.
+	 */
+	for (i = 0; i < src->ninstances; i++)
+		if (pg_strcasecmp(src->instances[i].name, requested) == 0)
+		{
+			if (src->capture_instance != NULL)
+			{
+				src->capture_instance = NULL;
+				break;
+			}
+			src->capture_instance = &src->instances[i];
+		}
+	if (src->capture_instance != NULL)
+		return;
+
+	{
+		StringInfoData list;
+
+		initStringInfo(&list);
+		for (i = 0; i < src->ninstances; i++)
+			appendStringInfo(&list, "%s%s", i > 0 ? ", " : "", src->instances[i].name);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("capture instance \"%s\" of table %s does not exist on server \"%s\"",
+						requested, display(src), src->server_name),
+				 errhint("Capture instances of this table: %s.", list.data)));
+	}
+}
+
+/*
+ * Captured columns of the chosen instance.  A captured column that no
+ * longer exists in the source (dropped after the instance was created)
+ * always arrives as NULL and is not staged.
+ */
+static void
+read_captured_columns(TdsSession *session, MssqlSourceTable *src)
+{
+	static const char *const names[] = {"column_name", "is_computed"};
+	List	   *rows;
+	ListCell   *lc;
+
+	rows = fetch_rows(session,
+					  psprintf("SELECT column_name, column_ordinal, column_type, is_computed "
+							   "FROM cdc.captured_columns WHERE object_id = %d ORDER BY column_ordinal",
+							   src->capture_instance->change_table_id),
+					  names, 2);
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		MssqlColumn *col = v[0] ? find_column(src, v[0]) : NULL;
+
+		if (col == NULL)
+			continue;
+		col->captured = true;
+		if (bool_value(v[1]))
+			col->is_computed = true;
+	}
+}
+
+MssqlSourceTable *
+source_schema_describe(TdsSession *session, const char *schema, const char *table,
+					   const char *capture_instance)
+{
+	MssqlSourceTable *src = palloc0(sizeof(MssqlSourceTable));
+
+	src->server_name = pstrdup(tds_session_server_name(session));
+	src->schema = pstrdup(schema);
+	src->table = pstrdup(table);
+
+	read_columns(session, src);
+	read_computed(session, src);
+	read_primary_key(session, src);
+	require_cdc_database(session, src);
+	read_capture_instances(session, src);
+	choose_capture_instance(src, capture_instance);
+	read_captured_columns(session, src);
+	return src;
+}
+
+char *
+source_label(const MssqlSourceTable *src)
+{
+	return psprintf("%s of server \"%s\"", display(src), src->server_name);
+}
+
+bool
+source_column_is_staged(const MssqlColumn *col)
+{
+	return col->captured && !col->is_computed;
+}
+
+/* ---- SQL interface: describe_source, staging_ddl ------------------------- */
+
+PG_FUNCTION_INFO_V1(mssql_cdc_describe_source);
+PG_FUNCTION_INFO_V1(mssql_cdc_staging_ddl);
+
+static char *
+text_arg_or_null(FunctionCallInfo fcinfo, int argno)
+{
+	return PG_ARGISNULL(argno) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * The rule of the other API functions (src/api.c): USAGE on the server and
+ * a user mapping, whose credentials are the ones used.
+ */
+static MssqlServerOptions *
+caller_server_options(const char *server_name)
+{
+	ForeignServer *server = mssql_cdc_get_server_by_name(server_name);
+	Oid			caller = GetUserId();
+
+	mssql_cdc_check_server_access(caller, server);
+	return mssql_cdc_get_server_options(server->serverid, caller);
+}
+
+/* Connect as the caller, describe the table, disconnect (also on error). */
+static MssqlSourceTable *
+describe_for_caller(const char *server_name, const char *source_input,
+					const char *capture_instance)
+{
+	char	   *schema;
+	char	   *table;
+	char	   *problem = mssql_parse_qualified_name(source_input, &schema, &table);
+	MssqlServerOptions *opts;
+	TdsSession *volatile session;
+	MssqlSourceTable *volatile src = NULL;
+
+	if (problem)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid SQL Server table name \"%s\"", source_input),
+				 errdetail("%s", problem),
+				 errhint("Write the name as SQL Server does: dbo.orders, or [my schema].[my table]; a name without schema means dbo.")));
+
+	opts = caller_server_options(server_name);
+	session = tds_session_open(opts);
+	PG_TRY();
+	{
+		src = source_schema_describe(session, schema, table, capture_instance);
+	}
+	PG_FINALLY();
+	{
+		tds_session_close(session);
+	}
+	PG_END_TRY();
+	return src;
+}
+
+/*
+ * mssql_cdc.describe_source(server name, source_table text, capture_instance
+ * text) -> one row per source column: what add_table would stage and how.
+ */
+Datum
+mssql_cdc_describe_source(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MssqlSourceTable *src;
+	int			i;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("server and source_table must not be NULL")));
+	src = describe_for_caller(NameStr(*PG_GETARG_NAME(0)),
+							  text_to_cstring(PG_GETARG_TEXT_PP(1)),
+							  text_arg_or_null(fcinfo, 2));
+
+	compat_init_materialized_srf(fcinfo);
+	for (i = 0; i < src->ncolumns; i++)
+	{
+		const MssqlColumn *col = &src->columns[i];
+		Datum		values[8];
+		bool		nulls[8] = {false, false, false, false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(col->name);
+		values[2] = CStringGetTextDatum(mssql_type_display(col));
+		values[4] = BoolGetDatum(col->nullable);
+		if (col->is_key)
+			values[5] = Int32GetDatum(col->key_ordinal);
+		else
+			nulls[5] = true;
+		values[6] = BoolGetDatum(col->captured);
+		if (source_column_is_staged(col))
+		{
+			char	   *pg_type;
+			char	   *select_expr;
+
+			mssql_type_to_pg(col, &pg_type, &select_expr);
+			values[1] = CStringGetTextDatum(col->pg_name);
+			values[3] = CStringGetTextDatum(pg_type);
+			values[7] = CStringGetTextDatum(mssql_column_select_expr(col));
+		}
+		else
+			nulls[1] = nulls[3] = nulls[7] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * mssql_cdc.staging_ddl(server name, source_table text, staging_table text,
+ * capture_instance text) -> the statements that would create the staging
+ * table.  The staging name resolves like add_table's: a name without schema
+ * goes where CREATE TABLE would put it (search_path).
+ */
+Datum
+mssql_cdc_staging_ddl(PG_FUNCTION_ARGS)
+{
+	MssqlSourceTable *src;
+	const char *server_name;
+	List	   *names;
+	RangeVar   *rv;
+	Oid			nspid;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("server and source_table must not be NULL")));
+	server_name = NameStr(*PG_GETARG_NAME(0));
+	src = describe_for_caller(server_name, text_to_cstring(PG_GETARG_TEXT_PP(1)),
+							  text_arg_or_null(fcinfo, 3));
+
+	if (PG_ARGISNULL(2))
+		names = list_make1(makeString(staging_default_name(server_name, src->schema, src->table)));
+	else
+		names = textToQualifiedNameList(PG_GETARG_TEXT_PP(2));
+	rv = makeRangeVarFromNameList(names);
+	if (rv->catalogname != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("staging table name must be table or schema.table")));
+	rv->relpersistence = RELPERSISTENCE_PERMANENT;
+	nspid = RangeVarGetCreationNamespace(rv);
+
+	PG_RETURN_TEXT_P(cstring_to_text(staging_build_ddl(get_namespace_name(nspid), rv->relname,
+													   source_label(src),
+													   src->columns, src->ncolumns)));
+}

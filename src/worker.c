@@ -1,0 +1,661 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The source worker: one background worker per foreign server that
+ *		copies CDC windows of all the server's streaming tables into their
+ *		staging tables, exactly once.
+ *
+ * One iteration: read the server's catalog rows (exit when paused or
+ * removed: the launcher will not restart us), (re)connect, poll
+ * sys.fn_cdc_get_max_lsn(), start 'never' tables at that LSN, then apply
+ * one window per group of tables that share a checkpoint.
+ *
+ * A window [from, to] ends on a source transaction boundary (cdc_window.c)
+ * and is applied in ONE Postgres transaction together with the new
+ * checkpoint of every table in it (apply.c).  A crash, a SIGTERM or an
+ * error at any point therefore leaves both the rows and the checkpoint, or
+ * neither; resume is exact because from = increment(checkpoint).  A table
+ * that is behind (added later) catches up in its own windows so it never
+ * holds the others back; once it reaches the same checkpoint it joins
+ * their windows.
+ *
+ * Errors: one iteration runs under PG_TRY.  On error the transaction is
+ * rolled back, the TDS session closed (it may be mid-result), the error
+ * recorded in a new short transaction, and the process exits with code 1
+ * so the launcher retries with capped exponential backoff.  No error path
+ * writes a position.
+ *
+ * IDENTIFICATION
+ *		src/worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "apply.h"
+#include "catalog.h"
+#include "cdc_window.h"
+#include "mssql_cdc.h"
+#include "options.h"
+#include "shmem.h"
+#include "source_schema.h"
+#include "tds_session.h"
+#include "worker.h"
+
+/* Who we are (from bgw_extra) */
+static WorkerLaunchArgs worker_args;
+static const char *server_name;
+
+/* The SQL Server connection; NULL or dead means "reconnect" */
+static TdsSession *session = NULL;
+static MssqlServerOptions *session_opts = NULL;
+static int	utc_offset_minutes = 0;
+
+/* Lives for the whole process; options and the like */
+static MemoryContext worker_context = NULL;
+
+/* Reset at every iteration */
+static MemoryContext iteration_context = NULL;
+
+/*
+ * Adaptive window size in source transactions: halved when a window went
+ * over mssql_cdc.batch_max_rows, doubled back when windows are small.  It
+ * bounds the window by choosing `to`, never by cutting a transaction.
+ */
+static int	window_transactions = 0;
+
+/* What the error context names */
+static const char *context_capture_instance = NULL;
+static int32 context_table_id = 0;
+static bool context_has_range = false;
+static MssqlLsn context_from;
+static MssqlLsn context_to;
+
+/* Sources described on the current connection (reset on reconnect) */
+typedef struct DescribedTable
+{
+	int32		table_id;
+	MssqlSourceTable *src;
+} DescribedTable;
+
+static MemoryContext connection_context = NULL;
+static List *described_tables = NIL;
+
+/* Said once per connection, not at every poll */
+static bool warned_no_max_lsn = false;
+
+static void
+worker_error_context(void *arg)
+{
+	if (context_has_range)
+	{
+		char		from[MSSQL_LSN_TEXT_SIZE];
+		char		to[MSSQL_LSN_TEXT_SIZE];
+
+		mssql_lsn_format(&context_from, from);
+		mssql_lsn_format(&context_to, to);
+		if (context_capture_instance)
+			errcontext("mssql_cdc source \"%s\", capture instance \"%s\", LSN range %s..%s",
+					   server_name, context_capture_instance, from, to);
+		else
+			errcontext("mssql_cdc source \"%s\", LSN range %s..%s", server_name, from, to);
+	}
+	else
+		errcontext("mssql_cdc source \"%s\"", server_name);
+}
+
+static void
+clear_context(void)
+{
+	context_capture_instance = NULL;
+	context_table_id = 0;
+	context_has_range = false;
+}
+
+static void
+begin_transaction(void)
+{
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	/* catalog results must survive the commit: the iteration owns them */
+	MemoryContextSwitchTo(iteration_context);
+}
+
+static void
+commit_transaction(void)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(iteration_context);
+}
+
+static void
+stop_worker(const char *why)
+{
+	ereport(LOG,
+			(errmsg("mssql_cdc worker for source \"%s\" stops: %s", server_name, why)));
+	cdc_slot_report_phase(CDC_PHASE_STOPPING);
+	if (session)
+		tds_session_close(session);
+	session = NULL;
+	proc_exit(0);
+}
+
+/*
+ * A separate short transaction that records why a table cannot continue
+ * (it needs the user); the rest of the source goes on.
+ */
+static void
+park_table_in_error(const MssqlCdcTable *table, const char *message, const char *hint)
+{
+	char	   *full = hint ? psprintf("%s %s", message, hint) : pstrdup(message);
+
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("mssql_cdc: table %s.%s of source \"%s\" stopped: %s",
+					table->source_schema, table->source_table, server_name, message),
+			 hint ? errhint("%s", hint) : 0));
+	begin_transaction();
+	apply_set_table_error(table->table_id, full);
+	catalog_record_error(server_name, table->table_id, "55000", message, NULL, hint, 0);
+	commit_transaction();
+}
+
+/* The catalog view of our server; exits when we should not run. */
+static List *
+read_catalog(MssqlCdcServer **server_out)
+{
+	MssqlCdcServer *server;
+	List	   *tables;
+
+	begin_transaction();
+	server = catalog_get_server(server_name, true);
+	if (server == NULL)
+		stop_worker("the source has no captured tables any more");
+	if (server->paused)
+		stop_worker("the source is paused");
+	tables = catalog_get_server_tables(server_name);
+	if (tables == NIL)
+		stop_worker("the source has no captured tables any more");
+
+	if (session_opts == NULL)
+	{
+		ForeignServer *fs = GetForeignServerByName(server_name, false);
+		MemoryContext old = MemoryContextSwitchTo(worker_context);
+
+		session_opts = mssql_cdc_get_server_options(fs->serverid, worker_args.run_as);
+		MemoryContextSwitchTo(old);
+	}
+	commit_transaction();
+	*server_out = server;
+	return tables;
+}
+
+static void
+ensure_connected(void)
+{
+	if (session != NULL && !tds_session_is_dead(session))
+		return;
+	if (session != NULL)
+		tds_session_close(session);
+	session = NULL;
+	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
+	MemoryContextReset(connection_context);
+	described_tables = NIL;
+	session = tds_session_open(session_opts);
+	utc_offset_minutes = cdc_query_utc_offset(session);
+	warned_no_max_lsn = false;
+}
+
+/*
+ * The source table as source_schema_describe sees it, once per connection
+ * (its columns and capture instance do not change under a pinned capture
+ * instance; a dropped one makes the change query fail, and the reconnect
+ * describes it again).  NULL after parking the table in phase 'error' when
+ * the source is gone or not readable any more: that needs the user, and
+ * retrying would not help.
+ */
+static MssqlSourceTable *
+describe_source(const MssqlCdcTable *table)
+{
+	ListCell   *lc;
+	MssqlSourceTable *volatile src = NULL;
+	MemoryContext old;
+	ErrorData  *edata = NULL;
+
+	foreach(lc, described_tables)
+	{
+		DescribedTable *d = lfirst(lc);
+
+		if (d->table_id == table->table_id)
+			return d->src;
+	}
+
+	old = MemoryContextSwitchTo(connection_context);
+	PG_TRY();
+	{
+		src = source_schema_describe(session, table->source_schema, table->source_table,
+									 table->capture_instance);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(iteration_context);
+		edata = CopyErrorData();
+		switch (edata->sqlerrcode)
+		{
+			case ERRCODE_UNDEFINED_TABLE:
+			case ERRCODE_UNDEFINED_OBJECT:
+			case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:
+			case ERRCODE_INSUFFICIENT_PRIVILEGE:
+				FlushErrorState();
+				break;
+			default:
+				PG_RE_THROW();
+		}
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	if (edata != NULL)
+	{
+		park_table_in_error(table, edata->message,
+							edata->hint ? edata->hint : "Fix the source, then call mssql_cdc.resnapshot().");
+		return NULL;
+	}
+	{
+		DescribedTable *d;
+
+		old = MemoryContextSwitchTo(connection_context);
+		d = palloc(sizeof(DescribedTable));
+		d->table_id = table->table_id;
+		d->src = src;
+		described_tables = lappend(described_tables, d);
+		MemoryContextSwitchTo(old);
+	}
+	return src;
+}
+
+/*
+ * Check one table before its window: the source and that CDC cleanup has
+ * not removed changes we still need (invariant 5).  Returns the described
+ * source, or NULL when the table sits this window out: parked in phase
+ * 'error', or its capture instance is not processed by the capture job yet.
+ */
+static MssqlSourceTable *
+check_table_source(const MssqlCdcTable *table, const MssqlLsn *from)
+{
+	MssqlSourceTable *src = describe_source(table);
+	const char *ci;
+	MssqlLsn	min_lsn;
+
+	if (src == NULL)
+		return NULL;
+	ci = src->capture_instance->name;
+	context_capture_instance = ci;
+
+	if (!cdc_get_min_lsn(session, ci, &min_lsn))
+	{
+		/* not processed by the capture job yet: nothing to read, wait */
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": capture instance \"%s\" has no min LSN yet",
+								 server_name, ci)));
+		return NULL;
+	}
+	if (mssql_lsn_is_zero(&min_lsn))
+	{
+		park_table_in_error(table,
+							psprintf("sys.fn_cdc_get_min_lsn(N'%s') returned 0x00000000000000000000: the capture instance does not exist or the login may not read it.",
+									 ci),
+							"Check the capture instance and the gating role of the login, then call mssql_cdc.resnapshot().");
+		return NULL;
+	}
+	if (mssql_lsn_cmp(from, &min_lsn) < 0)
+	{
+		char		from_text[MSSQL_LSN_TEXT_SIZE];
+		char		min_text[MSSQL_LSN_TEXT_SIZE];
+
+		mssql_lsn_format(from, from_text);
+		mssql_lsn_format(&min_lsn, min_text);
+		park_table_in_error(table,
+							psprintf("Changes of capture instance \"%s\" were removed by CDC cleanup before they were copied: the next change needed is at %s, but the oldest one kept is at %s.",
+									 ci, from_text, min_text),
+							"Call mssql_cdc.resnapshot() for this table to copy it again, and raise the CDC retention (sys.sp_cdc_change_job @retention) so the worker can keep up.");
+		return NULL;
+	}
+	return src;
+}
+
+/*
+ * Apply one window to a group of tables that share checkpoint `checkpoint`.
+ * Returns true when the window was full (more work is waiting).
+ */
+static bool
+apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
+			 const MssqlLsn *max_lsn, TimestampTz max_time)
+{
+	MssqlLsn	from;
+	MssqlLsn	to;
+	TimestampTz end_time;
+	List	   *ready = NIL;
+	List	   *instances = NIL;
+	ApplyResult *results;
+	ListCell   *lc;
+	ListCell   *lc2;
+	int64		window_rows = 0;
+	int64		window_transactions_seen = 0;
+	int			i;
+
+	if (!cdc_choose_window_end(session, checkpoint, max_lsn, window_transactions,
+							   utc_offset_minutes, &to, &end_time))
+		return false;
+	if (!mssql_lsn_increment(checkpoint, &from))
+		return false;
+	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
+		end_time = max_time;
+
+	context_from = from;
+	context_to = to;
+	context_has_range = true;
+
+	/* source checks first, outside the window's transaction */
+	foreach(lc, group)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src;
+
+		context_table_id = table->table_id;
+		src = check_table_source(table, &from);
+		if (src == NULL)
+			continue;
+		ready = lappend(ready, table);
+		instances = lappend(instances, src);
+	}
+	context_table_id = 0;
+	context_capture_instance = NULL;
+	if (ready == NIL)
+		return false;
+
+	cdc_slot_report_phase(CDC_PHASE_STREAMING);
+	results = palloc0(sizeof(ApplyResult) * list_length(ready));
+
+	/* THE window: every table's rows and checkpoints, one transaction */
+	begin_transaction();
+	i = 0;
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+
+		context_table_id = table->table_id;
+		context_capture_instance = src->capture_instance->name;
+		/* a concurrent remove_table/resnapshot wins; the table sits this one out */
+		if (!apply_lock_table_state(table->table_id, checkpoint))
+		{
+			results[i++].rows = -1;
+			continue;
+		}
+		results[i] = apply_capture_instance(session, table, src,
+											worker_args.run_as, utc_offset_minutes,
+											&from, &to);
+		window_rows += results[i].rows;
+		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
+		i++;
+	}
+	context_capture_instance = NULL;
+	i = 0;
+	foreach(lc, ready)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (results[i].rows >= 0)
+			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
+		i++;
+	}
+	if (server->consecutive_failures > 0)
+		apply_reset_server_failures(server_name);
+	commit_transaction();
+	cdc_slot_report_success();
+	context_table_id = 0;
+	context_has_range = false;
+
+	/* adapt the next window's size to mssql_cdc.batch_max_rows */
+	if (window_rows > mssql_cdc_batch_max_rows && window_transactions > 1)
+		window_transactions = Max(1, window_transactions / 2);
+	else if (window_rows < mssql_cdc_batch_max_rows / 4)
+		window_transactions = Min(mssql_cdc_batch_max_transactions,
+								  window_transactions * 2);
+	window_transactions = Min(window_transactions, mssql_cdc_batch_max_transactions);
+
+	ereport(DEBUG1,
+			(errmsg_internal("mssql_cdc source \"%s\": applied %lld rows of %lld transactions",
+							 server_name, (long long) window_rows,
+							 (long long) window_transactions_seen)));
+
+	/* the window ended before max: more is waiting */
+	return mssql_lsn_cmp(&to, max_lsn) < 0;
+}
+
+static int
+compare_tables_by_checkpoint(const ListCell *a, const ListCell *b)
+{
+	const MssqlCdcTable *ta = lfirst(a);
+	const MssqlCdcTable *tb = lfirst(b);
+	int			c = mssql_lsn_cmp(&ta->checkpoint_lsn, &tb->checkpoint_lsn);
+
+	if (c != 0)
+		return c;
+	return (ta->table_id > tb->table_id) - (ta->table_id < tb->table_id);
+}
+
+/* One poll and its windows.  Returns true when more work is waiting. */
+static bool
+run_iteration(void)
+{
+	MssqlCdcServer *server;
+	List	   *tables;
+	List	   *streaming = NIL;
+	MssqlLsn	max_lsn;
+	TimestampTz max_time;
+	ListCell   *lc;
+	bool		busy = false;
+
+	MemoryContextReset(iteration_context);
+	MemoryContextSwitchTo(iteration_context);
+	clear_context();
+
+	tables = read_catalog(&server);
+	ensure_connected();
+
+	if (!cdc_poll_max_lsn(session, utc_offset_minutes, &max_lsn, &max_time))
+	{
+		cdc_slot_report_poll(NULL, 0);
+		if (!warned_no_max_lsn)
+			ereport(LOG,
+					(errmsg("mssql_cdc source \"%s\": sys.fn_cdc_get_max_lsn() is NULL, waiting for the capture job",
+							server_name),
+					 errhint("The SQL Server Agent capture job has not recorded any change yet; make sure it runs.")));
+		warned_no_max_lsn = true;
+		return false;
+	}
+	cdc_slot_report_poll(&max_lsn, max_time);
+
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (table->phase == MSSQL_PHASE_PENDING &&
+			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
+		{
+			/* stream from now on: nothing before max_lsn is wanted */
+			begin_transaction();
+			apply_start_streaming(table->table_id, &max_lsn);
+			commit_transaction();
+			table->phase = MSSQL_PHASE_STREAMING;
+			table->has_checkpoint_lsn = true;
+			table->checkpoint_lsn = max_lsn;
+		}
+		/* snapshot_mode 'initial' tables wait for the snapshot (not yet built) */
+		if (table->phase == MSSQL_PHASE_STREAMING && table->has_checkpoint_lsn)
+			streaming = lappend(streaming, table);
+	}
+
+	/* one window per group of tables with the same checkpoint, oldest first */
+	list_sort(streaming, compare_tables_by_checkpoint);
+	while (streaming != NIL)
+	{
+		MssqlCdcTable *first = linitial(streaming);
+		List	   *group = NIL;
+
+		while (streaming != NIL &&
+			   mssql_lsn_cmp(&((MssqlCdcTable *) linitial(streaming))->checkpoint_lsn,
+							 &first->checkpoint_lsn) == 0)
+		{
+			group = lappend(group, linitial(streaming));
+			streaming = list_delete_first(streaming);
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (apply_window(server, group, &first->checkpoint_lsn, &max_lsn, max_time))
+			busy = true;
+	}
+	return busy;
+}
+
+/*
+ * After an error: roll back, report, record, exit(1) for the launcher's
+ * backoff.  Nothing here writes a position.
+ */
+static void
+handle_iteration_error(void)
+{
+	ErrorData  *edata;
+	int			remote_errno = 0;
+	int32		table_id = context_table_id;
+
+	HOLD_INTERRUPTS();
+	MemoryContextSwitchTo(worker_context);
+	edata = CopyErrorData();
+	EmitErrorReport();
+	AbortOutOfAnyTransaction();
+	FlushErrorState();
+	if (session != NULL)
+	{
+		const TdsRemoteError *err = tds_session_last_error(session);
+
+		if (err != NULL && err->kind == TDS_ERROR_REMOTE)
+			remote_errno = err->msgno;
+		/* it may be in the middle of a result: start over on a new one */
+		tds_session_close(session);
+		session = NULL;
+	}
+	clear_context();
+	RESUME_INTERRUPTS();
+
+	MemoryContextSwitchTo(worker_context);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	catalog_record_error(server_name, table_id, unpack_sql_state(edata->sqlerrcode),
+						 edata->message, edata->detail, edata->hint, remote_errno);
+	apply_record_failure(server_name, table_id, edata->message);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	proc_exit(1);
+}
+
+void
+mssql_cdc_worker_main(Datum main_arg)
+{
+	int			slot_index = DatumGetInt32(main_arg);
+	ErrorContextCallback errcallback;
+
+	memcpy(&worker_args, MyBgworkerEntry->bgw_extra, sizeof(worker_args));
+	server_name = pstrdup(NameStr(worker_args.server_name));
+
+	/*
+	 * SIGTERM: die.  Aborting mid-window is safe (the window is one
+	 * transaction), and the TDS layer's interrupt check makes a hung SQL
+	 * Server call return within a second.
+	 */
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	/*
+	 * Connect as the bootstrap superuser (run_as may lack LOGIN); staging
+	 * writes switch to run_as (apply.c), catalog writes to the owner.
+	 */
+	BackgroundWorkerInitializeConnectionByOid(worker_args.database, InvalidOid, 0);
+	cdc_slot_attach(slot_index, worker_args.generation);
+	pgstat_report_appname(psprintf("%s %s", MSSQL_CDC_WORKER_TYPE, server_name));
+
+	worker_context = AllocSetContextCreate(TopMemoryContext, "mssql_cdc worker",
+										   ALLOCSET_DEFAULT_SIZES);
+	iteration_context = AllocSetContextCreate(worker_context, "mssql_cdc worker iteration",
+											  ALLOCSET_DEFAULT_SIZES);
+	connection_context = AllocSetContextCreate(worker_context, "mssql_cdc worker connection",
+											   ALLOCSET_DEFAULT_SIZES);
+	window_transactions = mssql_cdc_batch_max_transactions;
+	tds_session_init();
+
+	errcallback.callback = worker_error_context;
+	errcallback.arg = NULL;
+	errcallback.previous = NULL;
+	error_context_stack = &errcallback;
+
+	ereport(LOG,
+			(errmsg("mssql_cdc worker for source \"%s\" started", server_name)));
+
+	for (;;)
+	{
+		bool		busy = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			window_transactions = Min(Max(window_transactions, 1),
+									  mssql_cdc_batch_max_transactions);
+		}
+		if (cdc_slot_stop_requested())
+			stop_worker("the launcher asked it to stop");
+
+		PG_TRY();
+		{
+			busy = run_iteration();
+		}
+		PG_CATCH();
+		{
+			handle_iteration_error();
+		}
+		PG_END_TRY();
+		/* the error context stack survives a caught error only if reset */
+		error_context_stack = &errcallback;
+
+		if (!busy)
+		{
+			int			rc;
+
+			cdc_slot_report_phase(CDC_PHASE_IDLE);
+			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   mssql_cdc_poll_interval, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+		}
+	}
+}

@@ -1,0 +1,224 @@
+# Source faults: the connection dropped in the middle of a change result,
+# a stall longer than query_timeout, SIGTERM while SQL Server hangs (the
+# worker must be gone within 2 s), and a stand-in restart under load.
+# Each failure rolls the window back, is recorded, and the retry applies
+# everything exactly once.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use StandIn;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $si = StandIn->start(capture_interval => 0.1);
+$si->tsql_ok(
+	q{EXEC sys.sp_cdc_enable_db},
+	q{CREATE TABLE dbo.f1 (id int NOT NULL PRIMARY KEY, val int NOT NULL)},
+	q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'f1', @role_name = NULL},
+	q{CREATE TABLE dbo.digits (n int NOT NULL PRIMARY KEY)},
+	q{INSERT INTO dbo.digits VALUES (0),(1),(2),(3),(4),(5),(6),(7),(8),(9)});
+for (1 .. 100)
+{
+	last if $si->tsql('SELECT sys.fn_cdc_get_max_lsn()') =~ /0x[0-9A-F]{20}/;
+	usleep(100_000);
+}
+
+my $node = PostgreSQL::Test::Cluster->new('faults');
+$node->init;
+$si->setup_node($node);
+$node->start;
+$si->create_source($node, 'src', query_timeout => 3);
+$si->add_table($node, 'src', 'dbo.f1');
+
+my @expected;	# "op|id|val" in commit order
+my $next_id = 1;
+
+# one source transaction of n inserts
+sub insert_tx
+{
+	my ($n) = @_;
+	my @stmts;
+	for (1 .. $n)
+	{
+		my $id = $next_id++;
+		push @stmts, "INSERT INTO dbo.f1 VALUES ($id, " . ($id * 10) . ')';
+		push @expected, "insert|$id|" . ($id * 10);
+	}
+	$si->tsql_ok('BEGIN TRANSACTION; ' . join('; ', @stmts) . '; COMMIT');
+}
+
+sub staging_matches
+{
+	my ($what) = @_;
+	my $n = scalar @expected;
+	ok($node->poll_query_until('postgres', "SELECT count(*) >= $n FROM public.src_dbo_f1"),
+		"$what: all $n rows arrived")
+	  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status; SELECT * FROM mssql_cdc.errors');
+	my @got = split /\n/, $node->safe_psql('postgres',
+		"SELECT _cdc_op || '|' || id || '|' || val FROM public.src_dbo_f1 ORDER BY _cdc_lsn, _cdc_seqval, _cdc_op");
+	is_deeply(\@got, \@expected, "$what: staging equals the source history exactly (no loss, no duplicate)");
+}
+
+sub worker_pid
+{
+	my $deadline = time + 60;
+	while (time < $deadline)
+	{
+		my $pid = $node->safe_psql('postgres',
+			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
+		return $pid if $pid =~ /^\d+$/;
+		usleep(50_000);
+	}
+	return undef;
+}
+
+sub errors_like
+{
+	my ($re, $what) = @_;
+	my $errors = $node->safe_psql('postgres', q{SELECT message FROM mssql_cdc.errors ORDER BY error_id});
+	like($errors, $re, $what) or diag $errors;
+}
+
+# wait until a fault has been taken (it disappears once used)
+sub wait_fault_taken
+{
+	my $deadline = time + 30;
+	while (time < $deadline)
+	{
+		return 1 if $si->ctl('faults') !~ /"kind"|stall|drop/;
+		usleep(20_000);
+	}
+	return 0;
+}
+
+ok( $node->poll_query_until('postgres',
+		q{SELECT state = 'streaming' FROM mssql_cdc.status}),
+	'streaming');
+insert_tx(3);
+staging_matches('baseline');
+
+# ---------------------------------------------------------------------------
+# 1. The connection drops in the middle of a change result
+# ---------------------------------------------------------------------------
+# Idle windows run the change query too; with the capture job frozen the
+# next change query is surely the one that carries the new transaction.
+$si->ctl('capture_freeze');
+insert_tx(50);
+$si->ctl('drop_after_rows', 'rows=7', 'match=fn_cdc_get_all_changes');
+$si->ctl('capture_resume');
+ok(wait_fault_taken(), 'the worker hit the dropped connection');
+staging_matches('after a connection dropped mid-result');
+errors_like(qr/SQL Server|connection/i, 'the failure is recorded in mssql_cdc.errors');
+ok( $node->poll_query_until('postgres',
+		q{SELECT state = 'streaming' FROM mssql_cdc.status}),
+	'state is streaming again after the successful retry')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
+
+# ---------------------------------------------------------------------------
+# 2. A stall longer than query_timeout (3 s)
+# ---------------------------------------------------------------------------
+my $errors_before = $node->safe_psql('postgres', 'SELECT count(*) FROM mssql_cdc.errors');
+$si->ctl('capture_freeze');
+insert_tx(20);
+# the next change query (whichever window it is) gets no answer for 8 s
+$si->ctl('stall', 'seconds=8', 'match=fn_cdc_get_all_changes');
+$si->ctl('capture_resume');
+ok(wait_fault_taken(), 'the worker ran into the stall');
+staging_matches('after a stall longer than query_timeout');
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM mssql_cdc.errors'), '>', $errors_before,
+	'the timeout was recorded');
+errors_like(qr/time|timeout/i, 'the recorded error says it was a timeout');
+
+# ---------------------------------------------------------------------------
+# 3. SIGTERM while SQL Server hangs: gone within 2 seconds
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (SET query_timeout '60')});
+# a new worker picks up the new option
+my $pid = worker_pid();
+kill 'TERM', $pid;
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
+$pid = worker_pid();
+ok(defined $pid, 'the worker is back');
+$si->ctl('capture_freeze');
+insert_tx(5);
+$si->ctl('stall', 'seconds=60', 'match=fn_cdc_get_all_changes');
+$si->ctl('capture_resume');
+ok(wait_fault_taken(), 'the worker is waiting on the stalled server');
+usleep(500_000);
+my $t0 = time;
+kill 'TERM', $pid;
+my $gone = 0;
+while (time - $t0 < 10)
+{
+	if (!kill(0, $pid))
+	{
+		$gone = 1;
+		last;
+	}
+	usleep(20_000);
+}
+my $elapsed = time - $t0;
+note sprintf('worker exited %.2f s after SIGTERM', $elapsed);
+ok($gone && $elapsed < 2, 'SIGTERM stops the worker within 2 s although SQL Server hangs');
+$si->ctl('clear');
+staging_matches('after SIGTERM during a stall');
+
+# ---------------------------------------------------------------------------
+# 4. The stand-in restarts (all connections closed, down for 2 s) under load
+# ---------------------------------------------------------------------------
+for my $round (1 .. 3)
+{
+	insert_tx(10);
+	$si->ctl('restart', 'down_seconds=2');
+	sleep 2;
+	insert_tx(10);
+}
+staging_matches('after stand-in restarts');
+
+# ---------------------------------------------------------------------------
+# 5. CDC cleanup removed changes before they were copied: never silently
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mssql_cdc.pause('src')});
+$node->poll_query_until('postgres',
+	q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
+my $rows_before = $node->safe_psql('postgres', 'SELECT count(*) FROM public.src_dbo_f1');
+insert_tx(4);	# captured on SQL Server, then cleaned up before the worker ran
+for (1 .. 100)
+{
+	last if $si->tsql('SELECT COUNT(*) FROM cdc.dbo_f1_CT WHERE id > ' . ($next_id - 5)) =~ /^\s*4\s*$/m;
+	usleep(100_000);
+}
+$si->ctl('cleanup', 'capture_instance=dbo_f1');
+$node->safe_psql('postgres', q{SELECT mssql_cdc.resume('src')});
+ok( $node->poll_query_until('postgres', q{SELECT state = 'error' FROM mssql_cdc.status}),
+	'retention overrun: the table goes to state error')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
+like($node->safe_psql('postgres', 'SELECT last_error FROM mssql_cdc.status'),
+	qr/removed by CDC cleanup before they were copied.*resnapshot/s,
+	'the error says changes were removed by cleanup and that resnapshot is needed');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM public.src_dbo_f1'),
+	$rows_before, 'nothing was applied past the gap');
+splice(@expected, -4);	# those four changes are lost on the source side
+
+is( $node->safe_psql('postgres', q{SELECT count(*) FROM mssql_cdc.errors WHERE sqlstate = '23505'}),
+	'0', 'never a unique violation (nothing applied twice)');
+is($node->safe_psql('postgres', q{SELECT phase FROM mssql_cdc.table_state}),
+	'error', 'the table stays in phase error (it needs the user)');
+
+# the user's way out: resnapshot (for snapshot_mode never: stream from now)
+$node->safe_psql('postgres', q{SELECT mssql_cdc.resnapshot('src', 'dbo.f1')});
+ok( $node->poll_query_until('postgres',
+		q{SELECT state = 'streaming' AND checkpoint_lsn IS NOT NULL FROM mssql_cdc.status}),
+	'after resnapshot the table streams again')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
+insert_tx(3);
+staging_matches('after resnapshot');
+
+$node->stop;
+$si->stop;
+done_testing();

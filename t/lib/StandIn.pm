@@ -1,0 +1,137 @@
+# StandIn.pm — the SQL Server stand-in for TAP tests: start it on free
+# loopback ports, run T-SQL through FreeTDS's tsql, send control commands,
+# and stop it whatever way the test ends.
+#
+#   my $si = StandIn->start(capture_interval => 0.2, databases => ['other']);
+#   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
+#   $si->ctl('drop_after_rows', 'rows=5');
+package StandIn;
+
+use strict;
+use warnings;
+
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
+use IPC::Run;
+use Test::More;
+
+my $root = abs_path(dirname(__FILE__) . '/../..');
+my $python = '/usr/bin/python3';
+my @running;
+
+sub start
+{
+	my ($class, %opts) = @_;
+	my $self = bless { out => '', err => '' }, $class;
+	my $interval = $opts{capture_interval} // 0.2;
+	my $timer = IPC::Run::timer(60);
+	$self->{proc} = IPC::Run::start(
+		[ $python, "$root/test/standin/run-standin", '--port', '0',
+		  '--control-port', '0', '--capture-interval', $interval,
+		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
+		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
+	$timer->start;
+	$self->{proc}->pump
+	  until $self->{out} =~ /standin ready port=(\d+) control=(\d+)/
+	  || $timer->is_expired
+	  || !$self->{proc}->pumpable;
+	($self->{port}, $self->{control}) =
+	  $self->{out} =~ /standin ready port=(\d+) control=(\d+)/;
+	die "stand-in did not start: $self->{out} $self->{err}"
+	  unless defined $self->{control};
+	push @running, $self;
+	return $self;
+}
+
+sub port { return $_[0]->{port} }
+sub control_port { return $_[0]->{control} }
+
+# Run T-SQL batches (one "go" each); returns tsql's output.
+sub tsql
+{
+	my ($self, @batches) = @_;
+	my $script = join('', map { "$_\ngo\n" } @batches) . "exit\n";
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'tsql', '-H', '127.0.0.1', '-p', $self->{port}, '-U', 'sa',
+		  '-P', 'Passw0rd!', '-D', 'cdcdb' ],
+		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
+	return $out . $err;
+}
+
+# Like tsql, but dies when SQL Server reported an error.
+sub tsql_ok
+{
+	my ($self, @batches) = @_;
+	my $out = $self->tsql(@batches);
+	die "T-SQL failed:\n$out\n" if $out =~ /^Msg \d+/m;
+	return $out;
+}
+
+# A control command (standin-ctl CMD key=value ...); dies on failure.
+sub ctl
+{
+	my ($self, @args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $python, "$root/test/standin/standin-ctl", '--port',
+					$self->{control}, @args ], '>', \$out, '2>', \$err)
+	  or die "standin-ctl @args failed: $out $err";
+	return $out;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	$self->{proc}->kill_kill if $self->{proc} && $self->{proc}->pumpable;
+	@running = grep { $_ != $self } @running;
+}
+
+END
+{
+	$_->{proc}->kill_kill for grep { $_->{proc} && $_->{proc}->pumpable } @running;
+}
+
+# A Postgres node configured for the worker (tests share this setup).
+sub setup_node
+{
+	my ($self, $node, %opts) = @_;
+	my $extra = $opts{conf} // '';
+	$node->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'mssql_cdc'
+mssql_cdc.database = 'postgres'
+mssql_cdc.poll_interval = 200
+mssql_cdc.retry_max_backoff = 2
+log_min_messages = info
+$extra
+});
+	return;
+}
+
+# CREATE EXTENSION, the foreign server and the user mapping.
+sub create_source
+{
+	my ($self, $node, $server, %opts) = @_;
+	my $qt = $opts{query_timeout} // 10;
+	my $db = $opts{database} // 'cdcdb';
+	$node->safe_psql('postgres', qq{
+CREATE EXTENSION IF NOT EXISTS mssql_cdc;
+CREATE SERVER $server FOREIGN DATA WRAPPER mssql_cdc
+  OPTIONS (host '127.0.0.1', port '$self->{port}', database '$db',
+           query_timeout '$qt', login_timeout '5');
+CREATE USER MAPPING FOR CURRENT_USER SERVER $server
+  OPTIONS (username 'sa', password 'Passw0rd!');
+});
+	return;
+}
+
+# Capture a source table (add_table creates its staging table).
+sub add_table
+{
+	my ($self, $node, $server, $table, %opts) = @_;
+	my $mode = $opts{snapshot_mode} // 'never';
+	return $node->safe_psql('postgres',
+		"SELECT mssql_cdc.add_table('$server', '$table', snapshot_mode => '$mode')");
+}
+
+1;
