@@ -1036,40 +1036,39 @@ tds_fetch_lsn(TdsSession *session, const char *sql, MssqlLsn *lsn)
 	return found;
 }
 
-char *
-tds_quote_ident(const char *ident)
+/*
+ * T-SQL quoting is one rule twice: open, the text with every closing
+ * character doubled, close.  Both work on UTF-8 bytes: ']' and '\'' never
+ * occur inside a multibyte character.
+ */
+static char *
+quote_doubling(const char *open, char close, const char *text)
 {
 	StringInfoData buf;
 	const char *p;
 
 	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (p = ident; *p; p++)
+	appendStringInfoString(&buf, open);
+	for (p = text; *p; p++)
 	{
-		if (*p == ']')
-			appendStringInfoChar(&buf, ']');
+		if (*p == close)
+			appendStringInfoChar(&buf, close);
 		appendStringInfoChar(&buf, *p);
 	}
-	appendStringInfoChar(&buf, ']');
+	appendStringInfoChar(&buf, close);
 	return buf.data;
+}
+
+char *
+tds_quote_ident(const char *ident)
+{
+	return quote_doubling("[", ']', ident);
 }
 
 char *
 tds_quote_nstring(const char *str)
 {
-	StringInfoData buf;
-	const char *p;
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "N'");
-	for (p = str; *p; p++)
-	{
-		if (*p == '\'')
-			appendStringInfoChar(&buf, '\'');
-		appendStringInfoChar(&buf, *p);
-	}
-	appendStringInfoChar(&buf, '\'');
-	return buf.data;
+	return quote_doubling("N'", '\'', str);
 }
 
 char *

@@ -9,65 +9,27 @@
 use strict;
 use warnings;
 
-use Cwd qw(abs_path);
-use File::Basename qw(dirname);
 use IO::Socket::INET;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
 use IPC::Run;
+use StandIn;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-my $root = abs_path(dirname(__FILE__) . '/..');
-my $python = '/usr/bin/python3';
-my $standin_ctl = "$root/test/standin/standin-ctl";
-
 # ---------------------------------------------------------------------------
-# The stand-in, on free loopback ports
+# The stand-in, on free loopback ports (t/lib/StandIn.pm stops it at exit)
 # ---------------------------------------------------------------------------
-my ($standin_out, $standin_err) = ('', '');
-my $standin_timer = IPC::Run::timer(60);
-my $standin = IPC::Run::start(
-	[ $python, "$root/test/standin/run-standin", '--port', '0', '--control-port', '0' ],
-	'<', \undef, '>', \$standin_out, '2>', \$standin_err, $standin_timer);
-$standin_timer->start;
-$standin->pump
-  until $standin_out =~ /standin ready port=(\d+) control=(\d+)/
-  || $standin_timer->is_expired
-  || !$standin->pumpable;
-my ($tds_port, $control_port) =
-  $standin_out =~ /standin ready port=(\d+) control=(\d+)/;
-BAIL_OUT("stand-in did not start: $standin_out $standin_err")
-  unless defined $control_port;
-$standin_timer->reset;
+my $si = StandIn->start;
+my ($tds_port, $control_port) = ($si->port, $si->control_port);
 note "stand-in on port $tds_port, control port $control_port";
 
-# never leave the stand-in running, whatever way the test ends
-END
-{
-	$standin->kill_kill if $standin && $standin->pumpable;
-}
-
-sub standin_ctl
-{
-	my @args = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, $standin_ctl, '--port', $control_port, @args ],
-		'>', \$out, '2>', \$err)
-	  or die "standin-ctl @args failed: $out $err";
-	return $out;
-}
+sub standin_ctl { return $si->ctl(@_); }
 
 # Run T-SQL batches on the stand-in with FreeTDS's tsql; returns its output.
-sub tsql
-{
-	my $script = join('', map { "$_\ngo\n" } @_) . "exit\n";
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[ 'tsql', '-H', '127.0.0.1', '-p', $tds_port, '-U', 'sa', '-P', 'Passw0rd!', '-D', 'cdcdb' ],
-		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
-	return $out . $err;
-}
+sub tsql { return $si->tsql(@_); }
 
 # A TCP port on 127.0.0.1 where nothing listens: bind one, close it.
 sub closed_port
@@ -380,7 +342,6 @@ $log = slurp_file($node->logfile);
 unlike($log, qr/\Q$bad_password\E|Passw0rd!/, 'no password in the server log at the end');
 
 $node->stop;
-standin_ctl('shutdown');
-$standin->finish;
+$si->stop;
 
 done_testing();

@@ -11,61 +11,25 @@ use warnings;
 
 use Cwd qw(abs_path);
 use File::Basename qw(dirname);
+use FindBin;
+use lib "$FindBin::RealBin/lib";
 use IPC::Run;
+use StandIn;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $root = abs_path(dirname(__FILE__) . '/..');
-my $python = '/usr/bin/python3';
-
 # ---------------------------------------------------------------------------
-# The stand-in, on free loopback ports
+# The stand-in, on free loopback ports (t/lib/StandIn.pm stops it at exit)
 # ---------------------------------------------------------------------------
-my ($standin_out, $standin_err) = ('', '');
-my $standin_timer = IPC::Run::timer(60);
-my $standin = IPC::Run::start(
-	[ $python, "$root/test/standin/run-standin", '--port', '0', '--control-port', '0' ],
-	'<', \undef, '>', \$standin_out, '2>', \$standin_err, $standin_timer);
-$standin_timer->start;
-$standin->pump
-  until $standin_out =~ /standin ready port=(\d+) control=(\d+)/
-  || $standin_timer->is_expired
-  || !$standin->pumpable;
-my ($tds_port, $control_port) =
-  $standin_out =~ /standin ready port=(\d+) control=(\d+)/;
-BAIL_OUT("stand-in did not start: $standin_out $standin_err")
-  unless defined $control_port;
-$standin_timer->reset;
-note "stand-in on port $tds_port";
+my $si = StandIn->start;
+my ($tds_port, $control_port) = ($si->port, $si->control_port);
 
-END
-{
-	$standin->kill_kill if $standin && $standin->pumpable;
-}
-
-sub standin_ctl
-{
-	my @args = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, "$root/test/standin/standin-ctl", '--port', $control_port, @args ],
-		'>', \$out, '2>', \$err)
-	  or die "standin-ctl @args failed: $out $err";
-	return $out;
-}
+sub standin_ctl { return $si->ctl(@_); }
 
 # Run T-SQL batches with FreeTDS's tsql; dies if SQL Server reports an error.
-sub tsql
-{
-	my $script = join('', map { "$_\ngo\n" } @_) . "exit\n";
-	my ($out, $err) = ('', '');
-	local $ENV{TDSVER} = '7.4';
-	IPC::Run::run(
-		[ 'tsql', '-H', '127.0.0.1', '-p', $tds_port, '-U', 'sa', '-P', 'Passw0rd!', '-D', 'cdcdb' ],
-		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
-	die "T-SQL failed:\n$out$err" if "$out$err" =~ /^Msg \d+/m;
-	return $out;
-}
+sub tsql { return $si->tsql_ok(@_); }
 
 # ---------------------------------------------------------------------------
 # The Postgres node (UTF-8, so that non-ASCII names are characters)
