@@ -254,10 +254,10 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM mssql_cdc.errors}),
 # The worker writes staging tables as the run_as role, never as superuser
 # ---------------------------------------------------------------------------
 $si->create_source($node, 'priv');
-$node->safe_psql('postgres', q{
+$node->safe_psql('postgres', qq{
 CREATE ROLE alice;
 GRANT USAGE ON FOREIGN SERVER priv TO alice;
-CREATE USER MAPPING FOR alice SERVER priv OPTIONS (username 'sa', password 'Passw0rd!');
+CREATE USER MAPPING FOR alice SERVER priv OPTIONS (username '@{[ $si->user ]}', password '@{[ $si->password ]}');
 GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text) TO alice;
 GRANT CREATE ON SCHEMA public TO alice;
 });

@@ -5,6 +5,13 @@
 #   my $si = StandIn->start(capture_interval => 0.2, databases => ['other']);
 #   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
 #   $si->ctl('drop_after_rows', 'rows=5');
+#
+# A real SQL Server instead of the stand-in: set
+#   MSSQL_CDC_TEST_SERVER='host=sql1;port=1433;user=sa;password=…;database=cdctest'
+# (a scratch database the tests may fill; the login needs sysadmin to enable
+# CDC).  Tests that use the stand-in's control port (fault injection, the
+# capture job's controls) are skipped there: their whole point is a fault a
+# real server cannot be told to produce.
 package StandIn;
 
 use strict;
@@ -19,10 +26,44 @@ my $root = abs_path(dirname(__FILE__) . '/../..');
 my $python = '/usr/bin/python3';
 my @running;
 
+# MSSQL_CDC_TEST_SERVER parsed, or undef when the stand-in is to be used
+sub real_server
+{
+	my $spec = $ENV{MSSQL_CDC_TEST_SERVER};
+	return undef unless defined $spec && $spec ne '';
+	my %conf = map { split(/=/, $_, 2) } split(/;/, $spec);
+	for my $key (qw(host port user password database))
+	{
+		die "MSSQL_CDC_TEST_SERVER lacks $key=" unless defined $conf{$key};
+	}
+	return \%conf;
+}
+
+# Does the running test script talk to the stand-in's control port?
+sub script_uses_control_port
+{
+	open(my $fh, '<', $0) or return 1;
+	local $/;
+	my $text = <$fh>;
+	close $fh;
+	return $text =~ /->ctl\(|standin_ctl\(/;
+}
+
 sub start
 {
 	my ($class, %opts) = @_;
-	my $self = bless { out => '', err => '' }, $class;
+	my $real = real_server();
+	if ($real)
+	{
+		plan skip_all => 'needs the stand-in\'s control port (fault injection); MSSQL_CDC_TEST_SERVER is set'
+		  if script_uses_control_port();
+		my $self = bless { real => 1, %$real }, $class;
+		$self->tsql_ok("IF DB_ID(N'$_') IS NULL CREATE DATABASE [$_]")
+		  for @{ $opts{databases} // [] };
+		return $self;
+	}
+	my $self = bless { out => '', err => '', host => '127.0.0.1', user => 'sa',
+		password => 'Passw0rd!', database => 'cdcdb' }, $class;
 	my $interval = $opts{capture_interval} // 0.2;
 	my $timer = IPC::Run::timer(60);
 	$self->{proc} = IPC::Run::start(
@@ -45,6 +86,11 @@ sub start
 
 sub port { return $_[0]->{port} }
 sub control_port { return $_[0]->{control} }
+sub host { return $_[0]->{host} }
+sub user { return $_[0]->{user} }
+sub password { return $_[0]->{password} }
+sub database { return $_[0]->{database} }
+sub is_real { return $_[0]->{real} }
 
 # Run T-SQL batches (one "go" each); returns tsql's output.
 sub tsql
@@ -53,8 +99,8 @@ sub tsql
 	my $script = join('', map { "$_\ngo\n" } @batches) . "exit\n";
 	my ($out, $err) = ('', '');
 	IPC::Run::run(
-		[ 'tsql', '-H', '127.0.0.1', '-p', $self->{port}, '-U', 'sa',
-		  '-P', 'Passw0rd!', '-D', 'cdcdb' ],
+		[ 'tsql', '-H', $self->{host}, '-p', $self->{port}, '-U', $self->{user},
+		  '-P', $self->{password}, '-D', $self->{database} ],
 		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
 	return $out . $err;
 }
@@ -72,6 +118,7 @@ sub tsql_ok
 sub ctl
 {
 	my ($self, @args) = @_;
+	die "standin-ctl @args: a real SQL Server has no control port" if $self->{real};
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ $python, "$root/test/standin/standin-ctl", '--port',
 					$self->{control}, @args ], '>', \$out, '2>', \$err)
@@ -113,14 +160,14 @@ sub create_source
 {
 	my ($self, $node, $server, %opts) = @_;
 	my $qt = $opts{query_timeout} // 10;
-	my $db = $opts{database} // 'cdcdb';
+	my $db = $opts{database} // $self->{database};
 	$node->safe_psql('postgres', qq{
 CREATE EXTENSION IF NOT EXISTS mssql_cdc;
 CREATE SERVER $server FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '127.0.0.1', port '$self->{port}', database '$db',
+  OPTIONS (host '$self->{host}', port '$self->{port}', database '$db',
            query_timeout '$qt', login_timeout '5');
 CREATE USER MAPPING FOR CURRENT_USER SERVER $server
-  OPTIONS (username 'sa', password 'Passw0rd!');
+  OPTIONS (username '$self->{user}', password '$self->{password}');
 });
 	return;
 }

@@ -1,6 +1,11 @@
 """End-to-end CDC scenarios through FreeTDS db-lib (TDS 7.4) against a real
 `run-standin` process: the worker's exact query shapes, capture latency,
-errors 313/208/229/3952 as a client sees them, cleanup via the control port."""
+errors 313/208/229/3952 as a client sees them, cleanup via the control port.
+
+With MSSQL_CDC_TEST_SERVER='host=…;port=…;user=…;password=…;database=…'
+(a sysadmin login and a fresh scratch database) the same scenarios run
+against that SQL Server instead; the one that needs the stand-in's control
+port is skipped there."""
 
 from __future__ import annotations
 
@@ -21,24 +26,49 @@ from standin.control import call                 # noqa: E402
 
 
 class _Address:
-    def __init__(self, port):
-        self.address = "127.0.0.1:%d" % port
+    def __init__(self, host, port):
+        self.address = "%s:%d" % (host, port)
+
+
+def _real_server():
+    """MSSQL_CDC_TEST_SERVER parsed into a dict, or None (use the stand-in)."""
+    spec = os.environ.get("MSSQL_CDC_TEST_SERVER")
+    if not spec:
+        return None
+    conf = dict(part.split("=", 1) for part in spec.split(";") if part)
+    missing = {"host", "port", "user", "password", "database"} - set(conf)
+    if missing:
+        raise RuntimeError("MSSQL_CDC_TEST_SERVER lacks " + ", ".join(sorted(missing)))
+    return conf
+
+
+REAL = _real_server()
+NOBODY_PASSWORD = "N0body-Pw!"   # a login without rights, for 229
 
 
 class FreeTdsCdcTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.proc = subprocess.Popen(
-            [sys.executable, os.path.join(STANDIN_DIR, "run-standin"), "--port", "0", "--capture-interval", "0.05",
-             "--login", "sa:Passw0rd!", "--login", "nobody:N0body!"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = cls.proc.stdout.readline()
-        m = re.match(r"standin ready port=(\d+) control=(\d+)", line)
-        if not m:
-            cls.proc.kill()
-            raise RuntimeError("stand-in did not start: %r %s" % (line, cls.proc.stderr.read()))
-        cls.port, cls.control = int(m.group(1)), int(m.group(2))
-        cls.addr = _Address(cls.port)
+        cls.proc = None
+        if REAL:
+            cls.addr = _Address(REAL["host"], int(REAL["port"]))
+            cls.db, cls.user, cls.password = REAL["database"], REAL["user"], REAL["password"]
+        else:
+            cls.proc = subprocess.Popen(
+                [sys.executable, os.path.join(STANDIN_DIR, "run-standin"), "--port", "0",
+                 "--capture-interval", "0.05", "--login", "sa:Passw0rd!"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = cls.proc.stdout.readline()
+            m = re.match(r"standin ready port=(\d+) control=(\d+)", line)
+            if not m:
+                cls.proc.kill()
+                raise RuntimeError("stand-in did not start: %r %s" % (line, cls.proc.stderr.read()))
+            cls.port, cls.control = int(m.group(1)), int(m.group(2))
+            cls.addr = _Address("127.0.0.1", cls.port)
+            cls.db, cls.user, cls.password = "cdcdb", "sa", "Passw0rd!"
+        # the same T-SQL sets up both: a login without rights, then the CDC table
+        cls.sql("CREATE LOGIN mssql_cdc_nobody WITH PASSWORD = '%s'" % NOBODY_PASSWORD)
+        cls.sql("CREATE USER mssql_cdc_nobody FOR LOGIN mssql_cdc_nobody")
         cls.sql("CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, amount decimal(18,4) NOT NULL, "
                 "note nvarchar(max) NULL)")
         cls.sql("EXEC sys.sp_cdc_enable_db")
@@ -46,6 +76,8 @@ class FreeTdsCdcTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        if cls.proc is None:
+            return
         try:
             call(cls.control, "shutdown")
         except OSError:
@@ -58,9 +90,9 @@ class FreeTdsCdcTest(unittest.TestCase):
         cls.proc.stderr.close()
 
     @classmethod
-    def sql(cls, *batches, user="sa", password="Passw0rd!"):
-        rc, out, err = harness.run_dblib(cls.addr, *batches, user=user, password=password,
-                                         options=("-d", "cdcdb"))
+    def sql(cls, *batches, user=None, password=None):
+        rc, out, err = harness.run_dblib(cls.addr, *batches, user=user or cls.user,
+                                         password=password or cls.password, options=("-d", cls.db))
         return rc, out, err
 
     def results(self, *batches, **kw):
@@ -126,19 +158,20 @@ class FreeTdsCdcTest(unittest.TestCase):
                              "SELECT TOP (10) [id] FROM [dbo].[orders] ORDER BY [id]; COMMIT TRANSACTION")
         self.assertIn("MSG 3952 16 1", out)
         _, out, _ = self.sql("SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(0x00, 0x00, N'all')",
-                             user="nobody", password="N0body!")
+                             user="mssql_cdc_nobody", password=NOBODY_PASSWORD)
         self.assertIn("MSG 229 14 5", out)
         _, out, _ = self.sql("TRUNCATE TABLE dbo.orders")
         self.assertIn("MSG 4711 16 1", out)
 
+    @unittest.skipIf(REAL, "uses the stand-in's control port")
     def test_snapshot_select_and_cleanup_control(self):
-        self.sql("ALTER DATABASE cdcdb SET ALLOW_SNAPSHOT_ISOLATION ON")
+        self.sql("ALTER DATABASE [%s] SET ALLOW_SNAPSHOT_ISOLATION ON" % self.db)
         self.sql("INSERT INTO dbo.orders VALUES (100, 1, NULL), (101, 2, NULL)")
         res, _ = self.results("SET TRANSACTION ISOLATION LEVEL SNAPSHOT; BEGIN TRANSACTION; SELECT sys.fn_cdc_get_max_lsn(); "
                               "SELECT TOP (10000) [id], [amount] FROM [dbo].[orders] WHERE [id] > 99 ORDER BY [id]; "
                               "COMMIT TRANSACTION;")
         self.assertEqual([r[0] for r in res[1]["rows"]], ["i:100", "i:101"])
-        self.sql("ALTER DATABASE cdcdb SET ALLOW_SNAPSHOT_ISOLATION OFF")
+        self.sql("ALTER DATABASE [%s] SET ALLOW_SNAPSHOT_ISOLATION OFF" % self.db)
         res, _ = self.results("SELECT sys.fn_cdc_get_max_lsn()")
         self.wait_max_lsn_past(res[0]["rows"][0][0][2:])
         reply = call(self.control, "cleanup", capture_instance="dbo_orders")
