@@ -12,7 +12,9 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT source_max_lsn_time timestamptz,
 	OUT last_poll_at timestamptz,
 	OUT consecutive_failures integer,
-	OUT next_attempt_at timestamptz)
+	OUT next_attempt_at timestamptz,
+	OUT lag_base_lsn mssql_cdc.lsn,
+	OUT lag_transactions bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -20,7 +22,8 @@ LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'One row per source that has a worker slot: its process (NULL pid when none runs), phase '
 '(starting, connecting, snapshotting, streaming, idle, stopping, backoff, stopped), the '
-'source''s max LSN and its time as last seen, the last poll, and the retry schedule';
+'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
+'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet';
 
 CREATE FUNCTION mssql_cdc.launcher_pid()
 RETURNS integer

@@ -34,7 +34,13 @@ SELECT
 		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::double precision
 		ELSE pg_catalog.date_part('epoch', w.source_max_lsn_time OPERATOR(pg_catalog.-) ts.last_commit_time)
 	END AS lag_seconds,
-	NULL::bigint AS lag_transactions,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::bigint
+		-- counted by the worker for the checkpoint the tables share
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.=) w.lag_base_lsn THEN w.lag_transactions
+		ELSE NULL
+	END AS lag_transactions,
 	coalesce(ts.rows_applied, 0) AS rows_applied,
 	coalesce(ts.transactions_applied, 0) AS transactions_applied,
 	coalesce(ts.snapshot_rows, 0) AS snapshot_rows,
@@ -50,6 +56,14 @@ SELECT
 				OPERATOR(pg_catalog./) ts.snapshot_total_estimate)::numeric(4,1)
 		ELSE NULL
 	END AS snapshot_percent,
+	-- average since the snapshot (or its resumption's original start) began
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting' AND ts.snapshot_started_at IS NOT NULL
+			THEN round((ts.snapshot_rows::numeric OPERATOR(pg_catalog./)
+				greatest(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) ts.snapshot_started_at)::numeric,
+						 0.001))::numeric, 1)
+		ELSE NULL
+	END AS snapshot_rows_per_second,
 	CASE WHEN sv.last_error_at IS NOT NULL
 			AND (ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
 		THEN sv.last_error ELSE ts.last_error

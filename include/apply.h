@@ -58,6 +58,46 @@ extern void apply_commit_checkpoint(int32 table_id, const MssqlLsn *to,
 /* pending + snapshot_mode never: start streaming at the source's max LSN. */
 extern void apply_start_streaming(int32 table_id, const MssqlLsn *start);
 
+/* ---- snapshot chunks (snapshot.c drives them) ---------------------------- */
+
+/* The staging side of one snapshot chunk (opaque) */
+typedef struct SnapshotInsert SnapshotInsert;
+
+/*
+ * Prepare the inserts of one chunk into the table's staging table, as
+ * run_as.  *select_exprs gets the T-SQL expressions the chunk's SELECT must
+ * return as its first columns, in order.  Rows get _cdc_lsn = l0,
+ * _cdc_op = 'snapshot', _cdc_seqval = a big-endian counter that continues
+ * after the highest one already stored for l0, and NULL commit time and
+ * update mask.  Between prepare and finish the caller may use the TDS
+ * session but no other SPI.
+ */
+extern SnapshotInsert *apply_snapshot_prepare(const MssqlCdcTable *table,
+											  const MssqlSourceTable *src, Oid run_as,
+											  const MssqlLsn *l0, List **select_exprs);
+
+/* Insert the current TDS row (memory is reset per row). */
+extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
+
+extern void apply_snapshot_finish(SnapshotInsert *ins);
+
+/*
+ * pending -> snapshotting with L0, the row estimate (< 0: unknown) and the
+ * start time, counters cleared.  False when the table is no longer pending
+ * (a concurrent remove_table won).
+ */
+extern bool apply_snapshot_begin(int32 table_id, const MssqlLsn *l0, int64 total_estimate);
+
+/* Lock the state row for a chunk; false unless still snapshotting from l0. */
+extern bool apply_lock_snapshot(int32 table_id, const MssqlLsn *l0);
+
+/*
+ * In the chunk's transaction: the last key copied (T-SQL literals), the
+ * rows added, and when done the hand-over to streaming at checkpoint l0.
+ */
+extern void apply_snapshot_progress(int32 table_id, List *last_key, int64 rows,
+									bool done, const MssqlLsn *l0);
+
 /*
  * Put a table into phase 'error' with a message for the user (retention
  * overrun, capture instance gone).  Its own statement; no position changes.

@@ -25,5 +25,6 @@ extern int	mssql_cdc_poll_interval;	/* ms between polls of an idle source */
 extern int	mssql_cdc_batch_max_transactions;	/* window bound, transactions */
 extern int	mssql_cdc_batch_max_rows;	/* window bound, rows (soft) */
 extern int	mssql_cdc_retry_max_backoff;	/* s, cap of the retry backoff */
+extern int	mssql_cdc_snapshot_chunk_rows;	/* rows per snapshot chunk */
 
 #endif							/* MSSQL_CDC_H */

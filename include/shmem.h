@@ -71,6 +71,9 @@ typedef struct MssqlCdcSlotState
 	MssqlLsn	source_max_lsn;
 	TimestampTz source_max_lsn_time;	/* 0 = unknown */
 	TimestampTz last_poll_at;	/* 0 = never */
+	bool		has_lag;		/* lag_* below were reported */
+	MssqlLsn	lag_base_lsn;	/* checkpoint the count starts after */
+	int64		lag_transactions;	/* source transactions in (base, max] */
 	int			consecutive_failures;
 	TimestampTz next_attempt_at;	/* 0 = may start now */
 	TimestampTz crashed_at;		/* 0 = no failure recorded */
@@ -147,6 +150,14 @@ extern void cdc_slot_report_phase(MssqlCdcPhase phase);
 /* After each poll of the source: its max LSN (NULL if unknown) and time. */
 extern void cdc_slot_report_poll(const MssqlLsn *source_max_lsn,
 								 TimestampTz source_max_lsn_time);
+
+/*
+ * After a poll's windows: how many source transactions committed after
+ * base_lsn (the checkpoint the streaming tables reached) up to the source
+ * max LSN last polled.  Shown as status.lag_transactions for the tables
+ * whose checkpoint is base_lsn.
+ */
+extern void cdc_slot_report_lag(const MssqlLsn *base_lsn, int64 transactions);
 
 /* After a committed batch: the failure streak is over. */
 extern void cdc_slot_report_success(void);

@@ -51,6 +51,13 @@ SELECT source_table, state, checkpoint_lsn, rows_applied, transactions_applied,
 UPDATE mssql_cdc.table_state SET snapshot_rows = 12000 WHERE table_id = :stock_id;
 SELECT source_table, snapshot_percent FROM mssql_cdc.status WHERE source_table = 'dbo.stock';
 
+-- The rate: rows copied per second since the snapshot started, only while
+-- snapshotting (120 rows/s here; rounded, as a little time passes).
+UPDATE mssql_cdc.table_state SET snapshot_started_at = pg_catalog.now() - interval '100 seconds'
+ WHERE table_id = :stock_id;
+SELECT source_table, state, round(snapshot_rows_per_second) AS rows_per_second
+  FROM mssql_cdc.status ORDER BY source_table;
+
 -- A server-level failure newer than the table's is the one shown, for every table.
 UPDATE mssql_cdc.servers
    SET last_error = 'could not connect to server "wms"', last_error_at = '2026-01-01 00:07:00+00',

@@ -310,6 +310,19 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 	PG_TRY();
 	{
 		src = source_schema_describe(session, schema, table, capture_instance);
+
+		/*
+		 * Without a key a snapshot cannot be paged or resumed, and a copy
+		 * that overlaps replayed changes could not be told apart from real
+		 * duplicates: refuse instead of duplicating silently.
+		 */
+		if (mode == MSSQL_SNAPSHOT_INITIAL && src->nkey == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("table %s of server \"%s\" has no primary key, so it cannot be snapshotted",
+							mssql_display_name(schema, table), server->servername),
+					 errdetail("snapshot_mode 'initial' pages the copy by primary key so that it can resume and hand over to streaming exactly."),
+					 errhint("Add a primary key to the source table, or use snapshot_mode => 'never' to stream its changes from now on.")));
 		if (mode == MSSQL_SNAPSHOT_NEVER)
 		{
 			const MssqlCaptureInstance *ci = src->capture_instance;

@@ -31,6 +31,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -64,6 +65,8 @@ typedef struct StagingColumn
 	Oid			ioparam;
 } StagingColumn;
 
+static Datum lsn_text(const MssqlLsn *lsn);
+
 /* __$operation 1..4 as the staging table's _cdc_op labels */
 static const char *const operation_labels[] = {
 	NULL, "delete", "insert", "update_before", "update_after"
@@ -94,8 +97,8 @@ metadata_source(const char *name, bool *known)
  * the order of their result columns).
  */
 static int
-describe_staging(Relation rel, const MssqlSourceTable *src, StagingColumn **columns,
-				 List **select_exprs)
+describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
+				 StagingColumn **columns, List **select_exprs)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	StagingColumn *cols = palloc0(sizeof(StagingColumn) * desc->natts);
@@ -137,7 +140,7 @@ describe_staging(Relation rel, const MssqlSourceTable *src, StagingColumn **colu
 			if (match == NULL)
 				continue;		/* a user-added column: its default applies */
 			*select_exprs = lappend(*select_exprs, mssql_column_select_expr(match));
-			col->tds_col = CDC_COL_FIRST_DATA + list_length(*select_exprs) - 1;
+			col->tds_col = first_data_col + list_length(*select_exprs) - 1;
 		}
 		if (col->source == FROM_COMMIT_TIME && col->typid != TIMESTAMPTZOID)
 			ereport(ERROR,
@@ -158,6 +161,24 @@ describe_staging(Relation rel, const MssqlSourceTable *src, StagingColumn **colu
 				 errhint("Staging tables are created by mssql_cdc.add_table; do not drop their _cdc_ columns.")));
 	*columns = cols;
 	return ncols;
+}
+
+/* The table's staging relation, locked RowExclusive until commit. */
+static Relation
+open_staging(const MssqlCdcTable *table)
+{
+	Oid			nspid = get_namespace_oid(table->staging_schema, true);
+	Oid			relid;
+
+	relid = OidIsValid(nspid) ? get_relname_relid(table->staging_table, nspid) : InvalidOid;
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("staging table %s.%s does not exist",
+						quote_identifier(table->staging_schema),
+						quote_identifier(table->staging_table)),
+				 errhint("Remove the table with mssql_cdc.remove_table() and add it again.")));
+	return table_open(relid, RowExclusiveLock);
 }
 
 static char *
@@ -278,8 +299,6 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	ApplyResult result = {0, 0};
 	List	   *select_exprs;
 	const char *capture_instance = src->capture_instance->name;
-	Oid			nspid;
-	Oid			relid;
 	Relation	rel;
 	StagingColumn *cols;
 	int			ncols;
@@ -296,18 +315,9 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	bool		have_last = false;
 	int			i;
 
-	nspid = get_namespace_oid(table->staging_schema, true);
-	relid = OidIsValid(nspid) ? get_relname_relid(table->staging_table, nspid) : InvalidOid;
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("staging table %s.%s does not exist",
-						quote_identifier(table->staging_schema),
-						quote_identifier(table->staging_table)),
-				 errhint("Remove the table with mssql_cdc.remove_table() and add it again.")));
 	/* the lock INSERT takes anyway; held to commit */
-	rel = table_open(relid, RowExclusiveLock);
-	ncols = describe_staging(rel, src, &cols, &select_exprs);
+	rel = open_staging(table);
+	ncols = describe_staging(rel, src, CDC_COL_FIRST_DATA, &cols, &select_exprs);
 	sql = build_insert(rel, cols, ncols);
 	table_close(rel, NoLock);
 
@@ -375,6 +385,167 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	MemoryContextDelete(rowcxt);
 	return result;
+}
+
+/* ---- snapshot rows ------------------------------------------------------- */
+
+struct SnapshotInsert
+{
+	StagingColumn *cols;
+	int			ncols;
+	SPIPlanPtr	plan;
+	Datum	   *values;
+	char	   *nulls;
+	MemoryContext rowcxt;
+	Oid			save_userid;
+	int			save_sec_context;
+	MssqlLsn	lsn;			/* L0, the _cdc_lsn of every snapshot row */
+	MssqlLsn	next_seqval;	/* big-endian row counter */
+};
+
+/* 80-bit big-endian +1; a snapshot never gets near 2^80 rows */
+static void
+seqval_increment(MssqlLsn *seqval)
+{
+	int			i;
+
+	for (i = MSSQL_LSN_BYTES - 1; i >= 0; i--)
+		if (++seqval->bytes[i] != 0)
+			break;
+}
+
+/*
+ * The first free _cdc_seqval for snapshot rows at L0: after the highest
+ * one a previous (interrupted or earlier) snapshot with the same L0 left,
+ * so a resumed or repeated snapshot can never collide on the primary key.
+ * Runs as run_as inside the caller's SPI connection.
+ */
+static void
+first_free_seqval(Relation rel, const MssqlLsn *l0, MssqlLsn *seqval)
+{
+	char	   *sql;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+
+	memset(seqval->bytes, 0, MSSQL_LSN_BYTES);
+	values[0] = lsn_text(l0);
+	sql = psprintf("SELECT _cdc_seqval::text FROM %s.%s"
+				   " WHERE _cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn"
+				   " AND _cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
+				   " ORDER BY _cdc_seqval DESC LIMIT 1",
+				   quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+				   quote_identifier(RelationGetRelationName(rel)));
+	if (SPI_execute_with_args(sql, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the staging table's snapshot rows");
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && !mssql_lsn_parse(TextDatumGetCString(d), seqval))
+			elog(ERROR, "invalid _cdc_seqval in staging table");
+	}
+	seqval_increment(seqval);
+}
+
+SnapshotInsert *
+apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
+					   const MssqlLsn *l0, List **select_exprs)
+{
+	SnapshotInsert *ins = palloc0(sizeof(SnapshotInsert));
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	Relation	rel;
+	Oid		   *argtypes;
+	char	   *sql;
+	int			i;
+
+	rel = open_staging(table);
+	/* the snapshot SELECT returns the staged columns from column 1 on */
+	ins->ncols = describe_staging(rel, src, 1, &ins->cols, select_exprs);
+	sql = build_insert(rel, ins->cols, ins->ncols);
+	ins->values = palloc(sizeof(Datum) * ins->ncols);
+	ins->nulls = palloc(sizeof(char) * ins->ncols);
+	argtypes = palloc(sizeof(Oid) * ins->ncols);
+	for (i = 0; i < ins->ncols; i++)
+		argtypes[i] = ins->cols[i].typid;
+	ins->lsn = *l0;
+	ins->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc snapshot row",
+										ALLOCSET_DEFAULT_SIZES);
+
+	GetUserIdAndSecContext(&ins->save_userid, &ins->save_sec_context);
+	SetUserIdAndSecContext(run_as, ins->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	first_free_seqval(rel, l0, &ins->next_seqval);
+	table_close(rel, NoLock);
+	ins->plan = SPI_prepare(sql, ins->ncols, argtypes);
+	if (ins->plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+
+	/*
+	 * Back to the caller's context: what the caller allocates until
+	 * apply_snapshot_finish must survive SPI_finish (the plan lives in
+	 * SPI's procedure context until then).
+	 */
+	MemoryContextSwitchTo(caller_cxt);
+	return ins;
+}
+
+void
+apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
+{
+	char		lsnbuf[MSSQL_LSN_TEXT_SIZE];
+	char		seqbuf[MSSQL_LSN_TEXT_SIZE];
+	MemoryContext oldcxt;
+	int			rc;
+	int			i;
+
+	MemoryContextReset(ins->rowcxt);
+	oldcxt = MemoryContextSwitchTo(ins->rowcxt);
+	mssql_lsn_format(&ins->lsn, lsnbuf);
+	mssql_lsn_format(&ins->next_seqval, seqbuf);
+	for (i = 0; i < ins->ncols; i++)
+	{
+		StagingColumn *col = &ins->cols[i];
+		char	   *text = NULL;
+
+		switch (col->source)
+		{
+			case FROM_DATA:
+				text = tds_col_text(session, col->tds_col);
+				break;
+			case FROM_LSN:
+				text = lsnbuf;
+				break;
+			case FROM_SEQVAL:
+				text = seqbuf;
+				break;
+			case FROM_OPERATION:
+				text = "snapshot";
+				break;
+			case FROM_COMMIT_TIME:	/* no source commit made this row */
+			case FROM_UPDATE_MASK:
+				text = NULL;
+				break;
+		}
+		ins->nulls[i] = text ? ' ' : 'n';
+		ins->values[i] = text ? input_text(col, text) : (Datum) 0;
+	}
+	MemoryContextSwitchTo(oldcxt);
+
+	rc = SPI_execute_plan(ins->plan, ins->values, ins->nulls, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "insert into staging table failed: %s", SPI_result_code_string(rc));
+	seqval_increment(&ins->next_seqval);
+}
+
+void
+apply_snapshot_finish(SnapshotInsert *ins)
+{
+	SPI_finish();
+	SetUserIdAndSecContext(ins->save_userid, ins->save_sec_context);
+	MemoryContextDelete(ins->rowcxt);
 }
 
 /* ---- catalog rows (as the extension owner) ------------------------------ */
@@ -476,6 +647,99 @@ apply_start_streaming(int32 table_id, const MssqlLsn *start)
 				"     updated_at = pg_catalog.now()"
 				" WHERE s.phase = 'pending' AND s.checkpoint_lsn IS NULL",
 				2, types, values, NULL, SPI_OK_INSERT);
+}
+
+bool
+apply_snapshot_begin(int32 table_id, const MssqlLsn *l0, int64 total_estimate)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, INT8OID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = Int32GetDatum(table_id);
+	values[1] = lsn_text(l0);
+	values[2] = Int64GetDatum(total_estimate);
+	if (total_estimate < 0)
+		nulls[2] = 'n';
+	/* only from 'pending': a concurrent remove_table or pause wins */
+	return run_catalog("INSERT INTO mssql_cdc.table_state AS s (table_id, phase, snapshot_lsn,"
+					   " snapshot_last_key, snapshot_rows, snapshot_total_estimate,"
+					   " snapshot_started_at)"
+					   " VALUES ($1, 'snapshotting', $2::mssql_cdc.lsn, NULL, 0, $3, pg_catalog.now())"
+					   " ON CONFLICT (table_id) DO UPDATE"
+					   " SET phase = 'snapshotting', snapshot_lsn = EXCLUDED.snapshot_lsn,"
+					   "     snapshot_last_key = NULL, snapshot_rows = 0,"
+					   "     snapshot_total_estimate = EXCLUDED.snapshot_total_estimate,"
+					   "     snapshot_started_at = EXCLUDED.snapshot_started_at,"
+					   "     updated_at = pg_catalog.now()"
+					   " WHERE s.phase = 'pending' AND s.checkpoint_lsn IS NULL",
+					   3, types, values, nulls, SPI_OK_INSERT) == 1;
+}
+
+bool
+apply_lock_snapshot(int32 table_id, const MssqlLsn *l0)
+{
+	CatalogOwnerScope scope;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	bool		found;
+
+	values[0] = Int32GetDatum(table_id);
+	values[1] = lsn_text(l0);
+	catalog_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.table_state"
+							  " WHERE table_id = $1 AND phase = 'snapshotting'"
+							  " AND snapshot_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+							  " FOR UPDATE",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock mssql_cdc.table_state");
+	found = SPI_processed == 1;
+	SPI_finish();
+	catalog_restore_user(&scope);
+	return found;
+}
+
+void
+apply_snapshot_progress(int32 table_id, List *last_key, int64 rows, bool done,
+						const MssqlLsn *l0)
+{
+	Oid			types[5] = {INT4OID, TEXTARRAYOID, INT8OID, BOOLOID, TEXTOID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	values[0] = Int32GetDatum(table_id);
+	if (last_key != NIL)
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * list_length(last_key));
+		ListCell   *lc;
+		int			n = 0;
+
+		foreach(lc, last_key)
+			elems[n++] = CStringGetTextDatum((char *) lfirst(lc));
+		values[1] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	}
+	else
+		nulls[1] = 'n';
+	values[2] = Int64GetDatum(rows);
+	values[3] = BoolGetDatum(done);
+	values[4] = lsn_text(l0);
+
+	/*
+	 * The last chunk also hands over to streaming: from L0 on, in the same
+	 * transaction as the chunk's rows (invariant 4).
+	 */
+	if (run_catalog("UPDATE mssql_cdc.table_state SET"
+					" snapshot_last_key = coalesce($2, snapshot_last_key),"
+					" snapshot_rows = snapshot_rows + $3,"
+					" phase = CASE WHEN $4 THEN 'streaming' ELSE phase END,"
+					" checkpoint_lsn = CASE WHEN $4 THEN $5::mssql_cdc.lsn ELSE checkpoint_lsn END,"
+					" consecutive_failures = 0,"
+					" updated_at = pg_catalog.now()"
+					" WHERE table_id = $1 AND phase = 'snapshotting'",
+					5, types, values, nulls, SPI_OK_UPDATE) != 1)
+		elog(ERROR, "table_state row of table %d left phase snapshotting during a chunk", table_id);
 }
 
 void

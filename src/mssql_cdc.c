@@ -40,6 +40,7 @@ int			mssql_cdc_poll_interval = 1000;
 int			mssql_cdc_batch_max_transactions = 1000;
 int			mssql_cdc_batch_max_rows = 100000;
 int			mssql_cdc_retry_max_backoff = 300;
+int			mssql_cdc_snapshot_chunk_rows = 10000;
 
 /* Upper bound of max_workers: far above any sane value, keeps shmem small. */
 #define MSSQL_CDC_MAX_WORKERS_LIMIT		1024
@@ -111,6 +112,18 @@ define_settings(void)
 							300, 1, MSSQL_CDC_RETRY_MAX_BACKOFF_LIMIT,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("mssql_cdc.snapshot_chunk_rows",
+							"Rows copied per snapshot chunk (one local transaction each).",
+							"A chunk is one keyset-paged SELECT on SQL Server and one local "
+							"transaction that also records the last key copied, so an "
+							"interrupted snapshot resumes after the last committed chunk. "
+							"Streaming windows of other tables run between chunks.",
+							&mssql_cdc_snapshot_chunk_rows,
+							10000, 1, 10000000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	compat_mark_guc_prefix_reserved("mssql_cdc");

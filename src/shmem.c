@@ -57,6 +57,9 @@ typedef struct MssqlCdcSlot
 	MssqlLsn	source_max_lsn;
 	TimestampTz source_max_lsn_time;
 	TimestampTz last_poll_at;
+	bool		has_lag;
+	MssqlLsn	lag_base_lsn;
+	int64		lag_transactions;
 } MssqlCdcSlot;
 
 typedef struct MssqlCdcControl
@@ -324,6 +327,9 @@ cdc_slot_copy(int index, MssqlCdcSlotState *out)
 	out->source_max_lsn = slot->source_max_lsn;
 	out->source_max_lsn_time = slot->source_max_lsn_time;
 	out->last_poll_at = slot->last_poll_at;
+	out->has_lag = slot->has_lag;
+	out->lag_base_lsn = slot->lag_base_lsn;
+	out->lag_transactions = slot->lag_transactions;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -356,6 +362,8 @@ cdc_slot_reset_progress(MssqlCdcSlot *slot, MssqlCdcPhase phase)
 	memset(&slot->source_max_lsn, 0, sizeof(slot->source_max_lsn));
 	slot->source_max_lsn_time = 0;
 	slot->last_poll_at = 0;
+	slot->has_lag = false;
+	slot->lag_transactions = 0;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -611,6 +619,18 @@ cdc_slot_report_poll(const MssqlLsn *source_max_lsn,
 		slot->source_max_lsn = *source_max_lsn;
 		slot->source_max_lsn_time = source_max_lsn_time;
 	}
+	SpinLockRelease(&slot->mutex);
+}
+
+void
+cdc_slot_report_lag(const MssqlLsn *base_lsn, int64 transactions)
+{
+	MssqlCdcSlot *slot = cdc_my_slot();
+
+	SpinLockAcquire(&slot->mutex);
+	slot->has_lag = true;
+	slot->lag_base_lsn = *base_lsn;
+	slot->lag_transactions = transactions;
 	SpinLockRelease(&slot->mutex);
 }
 

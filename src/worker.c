@@ -7,8 +7,10 @@
  *
  * One iteration: read the server's catalog rows (exit when paused or
  * removed: the launcher will not restart us), (re)connect, poll
- * sys.fn_cdc_get_max_lsn(), start 'never' tables at that LSN, then apply
- * one window per group of tables that share a checkpoint.
+ * sys.fn_cdc_get_max_lsn(), start 'never' tables at that LSN and start the
+ * snapshot of 'initial' tables (record L0), then apply one window per group
+ * of tables that share a checkpoint, and last copy one snapshot chunk
+ * (snapshot.c) so that streaming tables get their windows between chunks.
  *
  * A window [from, to] ends on a source transaction boundary (cdc_window.c)
  * and is applied in ONE Postgres transaction together with the new
@@ -49,10 +51,12 @@
 
 #include "apply.h"
 #include "catalog.h"
+#include "cdc_lag.h"
 #include "cdc_window.h"
 #include "mssql_cdc.h"
 #include "options.h"
 #include "shmem.h"
+#include "snapshot.h"
 #include "source_schema.h"
 #include "tds_session.h"
 #include "worker.h"
@@ -98,6 +102,9 @@ static List *described_tables = NIL;
 
 /* Said once per connection, not at every poll */
 static bool warned_no_max_lsn = false;
+
+/* Whether the source database allows SNAPSHOT isolation (per connection) */
+static SnapshotIsolation snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
 
 static void
 worker_error_context(void *arg)
@@ -220,6 +227,7 @@ ensure_connected(void)
 	session = tds_session_open(session_opts);
 	utc_offset_minutes = cdc_query_utc_offset(session);
 	warned_no_max_lsn = false;
+	snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
 }
 
 /*
@@ -346,7 +354,7 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from)
  */
 static bool
 apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
-			 const MssqlLsn *max_lsn, TimestampTz max_time)
+			 const MssqlLsn *max_lsn, TimestampTz max_time, MssqlLsn *reached)
 {
 	MssqlLsn	from;
 	MssqlLsn	to;
@@ -360,6 +368,7 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 	int64		window_transactions_seen = 0;
 	int			i;
 
+	*reached = *checkpoint;
 	if (!cdc_choose_window_end(session, checkpoint, max_lsn, window_transactions,
 							   utc_offset_minutes, &to, &end_time))
 		return false;
@@ -446,6 +455,8 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 							 server_name, (long long) window_rows,
 							 (long long) window_transactions_seen)));
 
+	*reached = to;
+
 	/* the window ended before max: more is waiting */
 	return mssql_lsn_cmp(&to, max_lsn) < 0;
 }
@@ -462,6 +473,111 @@ compare_tables_by_checkpoint(const ListCell *a, const ListCell *b)
 	return (ta->table_id > tb->table_id) - (ta->table_id < tb->table_id);
 }
 
+/*
+ * pending + snapshot_mode 'initial': record L0, the estimate and phase
+ * 'snapshotting' in one short transaction (invariant 4: L0 is read before
+ * any row is).  Returns true when the snapshot started.
+ */
+static bool
+start_snapshot(MssqlCdcTable *table)
+{
+	MssqlSourceTable *src;
+	const char *refusal;
+	MssqlLsn	l0;
+	int64		estimate;
+	bool		started;
+
+	context_table_id = table->table_id;
+	src = describe_source(table);
+	if (src == NULL)
+		return false;
+	refusal = snapshot_refusal(src);
+	if (refusal != NULL)
+	{
+		park_table_in_error(table, refusal,
+							"Add a primary key to the source table and call mssql_cdc.resnapshot(), or remove the table and add it again with snapshot_mode => 'never'.");
+		return false;
+	}
+	if (!snapshot_read_start(session, src, &l0, &estimate))
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": no start LSN for the snapshot of table %d yet",
+								 server_name, table->table_id)));
+		return false;
+	}
+
+	begin_transaction();
+	started = apply_snapshot_begin(table->table_id, &l0, estimate);
+	commit_transaction();
+	if (started)
+	{
+		char		l0_text[MSSQL_LSN_TEXT_SIZE];
+
+		mssql_lsn_format(&l0, l0_text);
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s starts at LSN %s (about %lld rows)",
+						server_name, table->source_schema, table->source_table, l0_text,
+						(long long) Max(estimate, 0))));
+		table->phase = MSSQL_PHASE_SNAPSHOTTING;
+		table->has_snapshot_lsn = true;
+		table->snapshot_lsn = l0;
+		table->snapshot_last_key = NIL;
+		table->snapshot_rows = 0;
+	}
+	return started;
+}
+
+/*
+ * One chunk of a snapshotting table, in its own transaction with the last
+ * key copied (and, for the last chunk, the hand-over to streaming).
+ * Returns true while the snapshot has more to copy.
+ */
+static bool
+copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
+{
+	MssqlSourceTable *src;
+	int64		rows = 0;
+	bool		done;
+
+	context_table_id = table->table_id;
+	src = describe_source(table);
+	if (src == NULL)
+		return false;
+	if (snapshot_refusal(src) != NULL)
+	{
+		/* the key went away or changed type since the snapshot started */
+		park_table_in_error(table, snapshot_refusal(src),
+							"Add a primary key to the source table and call mssql_cdc.resnapshot().");
+		return false;
+	}
+	context_capture_instance = src->capture_instance->name;
+	cdc_slot_report_phase(CDC_PHASE_SNAPSHOTTING);
+
+	begin_transaction();
+	/* a concurrent remove_table/resnapshot wins */
+	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn))
+	{
+		commit_transaction();
+		context_table_id = 0;
+		return false;
+	}
+	done = snapshot_copy_chunk(session, table, src, worker_args.run_as,
+							   &snapshot_isolation, &rows);
+	if (server->consecutive_failures > 0)
+		apply_reset_server_failures(server_name);
+	commit_transaction();
+	cdc_slot_report_success();
+	context_table_id = 0;
+	context_capture_instance = NULL;
+
+	if (done)
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s done (%lld rows), streaming from its start LSN",
+						server_name, table->source_schema, table->source_table,
+						(long long) (table->snapshot_rows + rows))));
+	return !done;
+}
+
 /* One poll and its windows.  Returns true when more work is waiting. */
 static bool
 run_iteration(void)
@@ -469,10 +585,13 @@ run_iteration(void)
 	MssqlCdcServer *server;
 	List	   *tables;
 	List	   *streaming = NIL;
+	MssqlCdcTable *snapshotting = NULL;
 	MssqlLsn	max_lsn;
 	TimestampTz max_time;
 	ListCell   *lc;
 	bool		busy = false;
+	bool		has_lead = false;
+	MssqlLsn	lead;
 
 	MemoryContextReset(iteration_context);
 	MemoryContextSwitchTo(iteration_context);
@@ -509,17 +628,39 @@ run_iteration(void)
 			table->has_checkpoint_lsn = true;
 			table->checkpoint_lsn = max_lsn;
 		}
-		/* snapshot_mode 'initial' tables wait for the snapshot (not yet built) */
+		if (table->phase == MSSQL_PHASE_PENDING &&
+			table->snapshot_mode == MSSQL_SNAPSHOT_INITIAL && !table->has_checkpoint_lsn)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (start_snapshot(table))
+				busy = true;
+		}
 		if (table->phase == MSSQL_PHASE_STREAMING && table->has_checkpoint_lsn)
 			streaming = lappend(streaming, table);
+		/* one table snapshots at a time per source, oldest table first */
+		if (table->phase == MSSQL_PHASE_SNAPSHOTTING && snapshotting == NULL)
+			snapshotting = table;
 	}
 
 	/* one window per group of tables with the same checkpoint, oldest first */
 	list_sort(streaming, compare_tables_by_checkpoint);
+
+	/*
+	 * Lag in source transactions of the most advanced checkpoint (the one
+	 * the tables share once caught up), as of this poll and again after the
+	 * windows; counting costs nothing when the checkpoint is at max.
+	 */
+	if (streaming != NIL)
+	{
+		lead = ((MssqlCdcTable *) llast(streaming))->checkpoint_lsn;
+		has_lead = true;
+		cdc_slot_report_lag(&lead, cdc_count_transactions(session, &lead, &max_lsn));
+	}
 	while (streaming != NIL)
 	{
 		MssqlCdcTable *first = linitial(streaming);
 		List	   *group = NIL;
+		MssqlLsn	reached;
 
 		while (streaming != NIL &&
 			   mssql_lsn_cmp(&((MssqlCdcTable *) linitial(streaming))->checkpoint_lsn,
@@ -529,7 +670,24 @@ run_iteration(void)
 			streaming = list_delete_first(streaming);
 		}
 		CHECK_FOR_INTERRUPTS();
-		if (apply_window(server, group, &first->checkpoint_lsn, &max_lsn, max_time))
+		if (apply_window(server, group, &first->checkpoint_lsn, &max_lsn, max_time,
+						 &reached))
+			busy = true;
+		if (mssql_lsn_cmp(&reached, &lead) > 0)
+			lead = reached;
+	}
+	if (has_lead)
+		cdc_slot_report_lag(&lead, cdc_count_transactions(session, &lead, &max_lsn));
+
+	/*
+	 * Then one snapshot chunk: streaming tables get their windows between
+	 * chunks, so their lag stays within a poll or two while a big table is
+	 * copied; no sleep between chunks while rows remain.
+	 */
+	if (snapshotting != NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (copy_snapshot_chunk(server, snapshotting))
 			busy = true;
 	}
 	return busy;

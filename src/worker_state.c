@@ -26,7 +26,7 @@
 #include "lsn.h"
 #include "shmem.h"
 
-#define WORKER_STATE_COLUMNS	8
+#define WORKER_STATE_COLUMNS	10
 
 PG_FUNCTION_INFO_V1(mssql_cdc_worker_state);
 PG_FUNCTION_INFO_V1(mssql_cdc_launcher_pid);
@@ -42,7 +42,8 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
  * mssql_cdc.worker_state(OUT server_name name, OUT pid integer,
  *		OUT phase text, OUT source_max_lsn mssql_cdc.lsn,
  *		OUT source_max_lsn_time timestamptz, OUT last_poll_at timestamptz,
- *		OUT consecutive_failures integer, OUT next_attempt_at timestamptz)
+ *		OUT consecutive_failures integer, OUT next_attempt_at timestamptz,
+ *		OUT lag_base_lsn mssql_cdc.lsn, OUT lag_transactions bigint)
  *
  * The slots are copied under their locks first and turned into tuples
  * afterwards, so no lock is held while allocating.
@@ -89,6 +90,17 @@ mssql_cdc_worker_state(PG_FUNCTION_ARGS)
 		values[5] = timestamp_or_null(slot->last_poll_at, &nulls[5]);
 		values[6] = Int32GetDatum(slot->consecutive_failures);
 		values[7] = timestamp_or_null(slot->next_attempt_at, &nulls[7]);
+
+		if (slot->has_lag)
+		{
+			MssqlLsn   *base = palloc(sizeof(MssqlLsn));
+
+			*base = slot->lag_base_lsn;
+			values[8] = MssqlLsnPGetDatum(base);
+			values[9] = Int64GetDatum(slot->lag_transactions);
+		}
+		else
+			nulls[8] = nulls[9] = true;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

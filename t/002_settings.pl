@@ -18,7 +18,8 @@ my %defaults = (
 	'mssql_cdc.poll_interval' => '1s',
 	'mssql_cdc.batch_max_transactions' => '1000',
 	'mssql_cdc.batch_max_rows' => '100000',
-	'mssql_cdc.retry_max_backoff' => '5min',);
+	'mssql_cdc.retry_max_backoff' => '5min',
+	'mssql_cdc.snapshot_chunk_rows' => '10000',);
 foreach my $name (sort keys %defaults)
 {
 	is($node->safe_psql('postgres', "SHOW $name"),
@@ -30,7 +31,8 @@ is( $node->safe_psql(
 		  FROM pg_settings WHERE name LIKE 'mssql_cdc.%'}),
 	'mssql_cdc.batch_max_rows=sighup,mssql_cdc.batch_max_transactions=sighup,'
 	  . 'mssql_cdc.database=postmaster,mssql_cdc.max_workers=postmaster,'
-	  . 'mssql_cdc.poll_interval=sighup,mssql_cdc.retry_max_backoff=sighup',
+	  . 'mssql_cdc.poll_interval=sighup,mssql_cdc.retry_max_backoff=sighup,'
+	  . 'mssql_cdc.snapshot_chunk_rows=sighup',
 	'restart-only and reloadable settings');
 
 # With the default database the launcher serves "postgres".

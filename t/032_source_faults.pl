@@ -219,6 +219,26 @@ ok( $node->poll_query_until('postgres',
 insert_tx(3);
 staging_matches('after resnapshot');
 
+# ---------------------------------------------------------------------------
+# lag_transactions: 0 when caught up; while the change query hangs, the
+# worker has still counted the source transactions it has not applied
+# ---------------------------------------------------------------------------
+ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 0 FROM mssql_cdc.status}),
+	'caught up: lag_transactions is 0');
+# the capture job publishes the three transactions in one scan, and the
+# worker's next change query hangs (below query_timeout) after it counted
+$si->ctl('capture_freeze');
+insert_tx(1) for 1 .. 3;
+$si->ctl('stall', 'seconds=2', 'match=fn_cdc_get_all_changes_dbo_f1');
+$si->ctl('capture_resume');
+ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 3 FROM mssql_cdc.status}),
+	'three source transactions behind: lag_transactions is 3')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
+ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 0 FROM mssql_cdc.status}),
+	'after the stall the worker catches up: lag_transactions is 0 again');
+$si->ctl('clear');
+staging_matches('after the lag check');
+
 $node->stop;
 $si->stop;
 done_testing();

@@ -311,12 +311,28 @@ def v_cdc_jobs(eng, ctx, db):
     return cols, rows
 
 
+def v_partitions(eng, ctx, db):
+    """One partition per table (heap index_id 0, clustered PK 1); rows is the
+    number of live newest row versions, an estimate as on SQL Server (it is
+    maintained lazily there and may lag concurrent writes)."""
+    cols = _cols([("partition_id", SqlType("bigint")), ("object_id", INT), ("index_id", INT),
+                  ("partition_number", INT), ("hobt_id", SqlType("bigint")), ("rows", SqlType("bigint")),
+                  ("data_compression", TINY), ("data_compression_desc", NV60)])
+    rows = []
+    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
+        live = sum(1 for rv in t.rows.values() if rv.xmax is None)
+        pid = t.object_id * 100 + 1
+        rows.append((pid, t.object_id, 1 if t.pk else 0, 1, pid, live, 0, "NONE"))
+    return cols, rows
+
+
 SYS_VIEWS = {
     "databases": v_databases, "schemas": v_schemas, "tables": v_tables, "objects": v_objects,
     "all_objects": v_objects, "columns": v_columns, "all_columns": v_columns, "types": v_types,
     "indexes": v_indexes, "index_columns": v_index_columns, "key_constraints": v_key_constraints,
     "dm_server_services": v_dm_server_services, "database_principals": v_database_principals,
     "database_role_members": v_database_role_members, "dm_cdc_log_scan_sessions": v_scan_sessions,
+    "partitions": v_partitions,
 }
 INFO_VIEWS = {"columns": v_info_columns, "tables": v_info_tables}
 CDC_VIEWS = {"change_tables": v_change_tables, "captured_columns": v_captured_columns,

@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * cdc_lag.c
+ *		How far behind the source a streaming checkpoint is, in source
+ *		transactions.
+ *
+ * cdc.lsn_time_mapping has one row per committed source transaction
+ * (tran_id <> 0x00) plus the capture job's dummy rows for idle scans, and
+ * it is clustered on start_lsn, so counting the transactional rows in
+ * (checkpoint, max] is an index range scan on SQL Server.  The worker runs
+ * it only when it is not caught up (a caught-up checkpoint has lag 0).
+ *
+ * IDENTIFICATION
+ *		src/cdc_lag.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "cdc_lag.h"
+#include "tds_session.h"
+
+int64
+cdc_count_transactions(TdsSession *session, const MssqlLsn *after,
+					   const MssqlLsn *upto)
+{
+	char	   *sql;
+	int64		count = 0;
+
+	if (mssql_lsn_cmp(after, upto) >= 0)
+		return 0;
+
+	sql = psprintf("SELECT CAST(COUNT_BIG(*) AS varchar(20)) FROM cdc.lsn_time_mapping"
+				   " WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00",
+				   tds_format_lsn_literal(after->bytes),
+				   tds_format_lsn_literal(upto->bytes));
+	tds_exec(session, sql);
+	while (tds_next_result(session))
+	{
+		while (tds_next_row(session))
+		{
+			char	   *text = tds_col_text(session, 1);
+
+			if (text != NULL)
+				count = strtoi64(text, NULL, 10);
+		}
+	}
+	pfree(sql);
+	return count;
+}
