@@ -226,8 +226,17 @@ staging_matches('after resnapshot');
 ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 0 FROM mssql_cdc.status}),
 	'caught up: lag_transactions is 0');
 # the capture job publishes the three transactions in one scan, and the
-# worker's next change query hangs (below query_timeout) after it counted
+# worker's next change query hangs (below query_timeout) after it counted.
+# Freeze first and let the worker reach the frozen max LSN: an idle window
+# (the capture job's dummy rows move the max LSN) must not take the stall.
 $si->ctl('capture_freeze');
+ok( $node->poll_query_until('postgres',
+		q{SELECT checkpoint_lsn OPERATOR(mssql_cdc.=) source_max_lsn FROM mssql_cdc.status}),
+	'with the capture job frozen the worker reaches its max LSN');
+my $caught_up_at = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+ok( $node->poll_query_until('postgres',
+		qq{SELECT last_poll_at > '$caught_up_at' FROM mssql_cdc.worker_state()}),
+	'and polls again, with nothing to read');
 insert_tx(1) for 1 .. 3;
 $si->ctl('stall', 'seconds=2', 'match=fn_cdc_get_all_changes_dbo_f1');
 $si->ctl('capture_resume');
