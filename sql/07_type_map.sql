@@ -5,8 +5,14 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS mssql_cdc;
 RESET client_min_messages;
 
--- The policy table (scripts/check-type-doc compares it with the doc).
-SELECT * FROM mssql_cdc.type_mappings();
+-- The policy table (scripts/check-type-doc compares it with the doc); the
+-- long sql_variant expression on its own lines, one WHEN a line.
+SELECT sqlserver_type, postgres_type,
+       CASE WHEN length(select_expression) > 40 THEN '(below)' ELSE select_expression END AS select_expression,
+       notes
+  FROM mssql_cdc.type_mappings();
+SELECT regexp_split_to_table(select_expression, ' (?=WHEN|ELSE)') AS sql_variant_expression
+  FROM mssql_cdc.type_mappings() WHERE sqlserver_type = 'sql_variant';
 
 -- Every rule through map_type, with facets as INFORMATION_SCHEMA.COLUMNS
 -- reports them (max_length -1 = (max)).

@@ -66,9 +66,42 @@ typedef struct TypeRule
 	const char *pg_type;		/* the type, or its base for the parameterised shapes */
 	const char *pg_suffix;		/* after the (n) of SHAPE_FRACTION */
 	const char *pg_form;		/* documented spelling, e.g. "numeric(p,s)" */
-	const char *select_template;	/* T-SQL with %s for the quoted column; NULL = as is */
+	const char *select_template;	/* T-SQL with %s (or %1$s, repeated) for the
+								 * quoted column; NULL = as is */
 	const char *note;
 } TypeRule;
+
+/*
+ * sql_variant as exact text.  A plain CAST(v AS nvarchar) uses style 0,
+ * which drops digits: float/real to 6 significant digits, money to 2
+ * decimals, datetime/smalldatetime to minutes ("Jan  2 2024  3:04AM"), and
+ * it reinterprets binary bytes as UTF-16.  So each such base type is
+ * converted with a lossless style: floats with style 3 (every digit), money
+ * with style 2 (4 decimals), date/time types with ISO 8601 style 121 (120
+ * for smalldatetime, which has no fraction), binary with style 1 (0x hex).
+ * A variant holds up to 8000 bytes: binary as hex and char/varchar can be
+ * longer than nvarchar(4000), so they go to nvarchar(max) (nchar/nvarchar
+ * hold at most 4000 UTF-16 units and fit).  Every other base type
+ * (integers, decimal, nchar/nvarchar, uniqueidentifier, bit) is exact under
+ * CAST.  %1$s is the quoted column, used several times.
+ */
+#define SQL_VARIANT_AS_TEXT \
+	"CASE CAST(SQL_VARIANT_PROPERTY(%1$s, 'BaseType') AS sysname)" \
+	" WHEN N'float' THEN CONVERT(nvarchar(4000), CAST(%1$s AS float), 3)" \
+	" WHEN N'real' THEN CONVERT(nvarchar(4000), CAST(%1$s AS real), 3)" \
+	" WHEN N'money' THEN CONVERT(nvarchar(4000), CAST(%1$s AS money), 2)" \
+	" WHEN N'smallmoney' THEN CONVERT(nvarchar(4000), CAST(%1$s AS smallmoney), 2)" \
+	" WHEN N'datetime' THEN CONVERT(nvarchar(4000), CAST(%1$s AS datetime), 121)" \
+	" WHEN N'smalldatetime' THEN CONVERT(nvarchar(4000), CAST(%1$s AS smalldatetime), 120)" \
+	" WHEN N'datetime2' THEN CONVERT(nvarchar(4000), CAST(%1$s AS datetime2(7)), 121)" \
+	" WHEN N'datetimeoffset' THEN CONVERT(nvarchar(4000), CAST(%1$s AS datetimeoffset(7)), 121)" \
+	" WHEN N'time' THEN CONVERT(nvarchar(4000), CAST(%1$s AS time(7)), 121)" \
+	" WHEN N'date' THEN CONVERT(nvarchar(4000), CAST(%1$s AS date), 121)" \
+	" WHEN N'binary' THEN CONVERT(nvarchar(max), CAST(%1$s AS varbinary(8000)), 1)" \
+	" WHEN N'varbinary' THEN CONVERT(nvarchar(max), CAST(%1$s AS varbinary(8000)), 1)" \
+	" WHEN N'char' THEN CAST(CAST(%1$s AS varchar(8000)) AS nvarchar(max))" \
+	" WHEN N'varchar' THEN CAST(CAST(%1$s AS varchar(8000)) AS nvarchar(max))" \
+	" ELSE CAST(%1$s AS nvarchar(4000)) END"
 
 /*
  * THE policy.  Order = order of mssql_cdc.type_mappings() and of the table
@@ -125,9 +158,9 @@ static const TypeRule type_rules[] = {
 	{"nvarchar", "nvarchar(max)", LENGTH_MAX, 0, 0, SHAPE_FIXED, "text", NULL, "text", NULL,
 	"LOB: an unchanged value arrives as NULL in updates (see _cdc_update_mask)"},
 	{"text", "text", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", NULL,
-	"LOB: NULL in CDC inserts and deletes"},
+	"LOB: NULL in CDC deletes and update_before rows"},
 	{"ntext", "ntext", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", NULL,
-	"LOB: NULL in CDC inserts and deletes"},
+	"LOB: NULL in CDC deletes and update_before rows"},
 	{"binary", "binary(n)", LENGTH_BOUNDED, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
 	NULL},
 	{"varbinary", "varbinary(n)", LENGTH_BOUNDED, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
@@ -135,7 +168,7 @@ static const TypeRule type_rules[] = {
 	{"varbinary", "varbinary(max)", LENGTH_MAX, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
 	"LOB: an unchanged value arrives as NULL in updates (see _cdc_update_mask)"},
 	{"image", "image", LENGTH_ANY, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
-	"LOB: NULL in CDC inserts and deletes"},
+	"LOB: NULL in CDC deletes and update_before rows"},
 	{"timestamp", "timestamp", LENGTH_ANY, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
 	"rowversion: 8 bytes, not a time"},
 	{"rowversion", "rowversion", LENGTH_ANY, 0, 0, SHAPE_FIXED, "bytea", NULL, "bytea", NULL,
@@ -144,8 +177,8 @@ static const TypeRule type_rules[] = {
 	"GUID byte order converted"},
 	{"xml", "xml", LENGTH_ANY, 0, 0, SHAPE_FIXED, "xml", NULL, "xml", NULL,
 	"LOB: an unchanged value arrives as NULL in updates (see _cdc_update_mask)"},
-	{"sql_variant", "sql_variant", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "CAST(%s AS nvarchar(4000))",
-	"the base type is not kept"},
+	{"sql_variant", "sql_variant", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", SQL_VARIANT_AS_TEXT,
+	"exact text of the value in its base type; the base type is not kept"},
 	{"hierarchyid", "hierarchyid", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "%s.ToString()",
 	"path text such as /1/3/"},
 	{"geometry", "geometry", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "%s.STAsText()",

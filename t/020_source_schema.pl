@@ -136,7 +136,7 @@ is( $out, join("\n",
 		'img|img|image|bytea|t||t|[img]',
 		'guid|guid|uniqueidentifier|uuid|t||t|[guid]',
 		'doc|doc|xml|xml|t||t|[doc]',
-		'variant|variant|sql_variant|text|t||t|CAST([variant] AS nvarchar(4000))',
+		q{variant|variant|sql_variant|text|t||t|CASE CAST(SQL_VARIANT_PROPERTY([variant], 'BaseType') AS sysname) WHEN N'float' THEN CONVERT(nvarchar(4000), CAST([variant] AS float), 3) WHEN N'real' THEN CONVERT(nvarchar(4000), CAST([variant] AS real), 3) WHEN N'money' THEN CONVERT(nvarchar(4000), CAST([variant] AS money), 2) WHEN N'smallmoney' THEN CONVERT(nvarchar(4000), CAST([variant] AS smallmoney), 2) WHEN N'datetime' THEN CONVERT(nvarchar(4000), CAST([variant] AS datetime), 121) WHEN N'smalldatetime' THEN CONVERT(nvarchar(4000), CAST([variant] AS smalldatetime), 120) WHEN N'datetime2' THEN CONVERT(nvarchar(4000), CAST([variant] AS datetime2(7)), 121) WHEN N'datetimeoffset' THEN CONVERT(nvarchar(4000), CAST([variant] AS datetimeoffset(7)), 121) WHEN N'time' THEN CONVERT(nvarchar(4000), CAST([variant] AS time(7)), 121) WHEN N'date' THEN CONVERT(nvarchar(4000), CAST([variant] AS date), 121) WHEN N'binary' THEN CONVERT(nvarchar(max), CAST([variant] AS varbinary(8000)), 1) WHEN N'varbinary' THEN CONVERT(nvarchar(max), CAST([variant] AS varbinary(8000)), 1) WHEN N'char' THEN CAST(CAST([variant] AS varchar(8000)) AS nvarchar(max)) WHEN N'varchar' THEN CAST(CAST([variant] AS varchar(8000)) AS nvarchar(max)) ELSE CAST([variant] AS nvarchar(4000)) END},
 		'version|version|timestamp|bytea|f||t|[version]',
 		'doubled||int||t||t|'),
 	'describe_source: every type mapped, key ordinals, computed column not staged');

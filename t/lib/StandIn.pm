@@ -102,7 +102,9 @@ sub tsql
 		[ 'tsql', '-H', $self->{host}, '-p', $self->{port}, '-U', $self->{user},
 		  '-P', $self->{password}, '-D', $self->{database} ],
 		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	return $out . $err;
+	# tsql's output ends in a prompt without a newline: keep "Msg …" of
+	# stderr at the start of a line so that tsql_ok sees it
+	return $out . "\n" . $err;
 }
 
 # Like tsql, but dies when SQL Server reported an error.

@@ -174,7 +174,7 @@ class Compiler:
             res_types.append(et)
         rtype = res_types[0]
         for t in res_types[1:]:
-            rtype = T.higher(rtype, t)
+            rtype = self._case_type(rtype, t)
         convs = [self._converter(t, rtype) for t in res_types]
 
         def run(row):
@@ -185,6 +185,18 @@ class Compiler:
                 return convs[-1](efn(row))
             return None
         return run, rtype
+
+    @staticmethod
+    def _case_type(t1, t2):
+        """Result type of two CASE branches: the higher type; of two strings
+        or binaries of that type the longer length, (max) winning (else an
+        nvarchar(4000) branch would cut an nvarchar(max) one)."""
+        r = T.higher(t1, t2)
+        if t1.name == t2.name and t1.length is not None and t2.length is not None:
+            n = MAX if MAX in (t1.length, t2.length) else max(t1.length, t2.length)
+            if n != r.length:
+                r = SqlType(r.name, n, r.precision, r.scale, r.collation)
+        return r
 
     def _converter(self, src, dst):
         if src.name == dst.name or dst.name in T.STRING_TYPES and src.name in T.STRING_TYPES:
@@ -203,7 +215,10 @@ class Compiler:
 
         def neg(row):
             v = fn(row)
-            return None if v is None else -v
+            if v is None:
+                return None
+            # copy_negate: -v would round a decimal to the default 28 digits
+            return v.copy_negate() if isinstance(v, decimal.Decimal) else -v
         return neg, t
 
     def c_Binary(self, e):

@@ -267,6 +267,30 @@ BUILTINS["trim"] = _strfn(lambda s: s.strip(" "))
 BUILTINS["reverse"] = _strfn(lambda s: s[::-1])
 
 
+@builtin("replicate")
+def f_replicate(comp, e):
+    """REPLICATE(string, n): like SQL Server, the result is cut at 8000
+    bytes unless the string is varchar(max)/nvarchar(max); n < 0 is NULL."""
+    _nargs(comp, e, 2)
+    (s, st), (n, nt) = _args(comp, e)
+    s = _str_arg(s, st)
+    n = _int_arg(n, nt)
+    if st.name in T.STRING_TYPES and T.is_max_lob(st):
+        rt, cap = st, None
+    elif st.name in T.UNICODE_TYPES:
+        rt, cap = T.nvarchar(4000), 4000
+    else:
+        rt, cap = T.varchar(8000), 8000
+
+    def run(row):
+        v, k = s(row), n(row)
+        if v is None or k is None or k < 0:
+            return None
+        out = v * k
+        return out if cap is None else out[:cap]
+    return run, rt
+
+
 @builtin("replace")
 def f_replace(comp, e):
     _nargs(comp, e, 3)

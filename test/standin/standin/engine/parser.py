@@ -576,7 +576,8 @@ class Parser:
             inner = self.unary()
             if op == "-" and isinstance(inner, A.Literal) and isinstance(inner.value, (int, decimal.Decimal, float)) \
                     and not isinstance(inner.value, bool):
-                v = -inner.value
+                # copy_negate: unary minus would round to the default 28 digits
+                v = inner.value.copy_negate() if isinstance(inner.value, decimal.Decimal) else -inner.value
                 t = inner.type
                 if isinstance(v, int) and v == -2 ** 31 and t.name == "numeric":
                     t = T.INT_TYPE
