@@ -100,6 +100,12 @@ typedef struct DescribedTable
 static MemoryContext connection_context = NULL;
 static List *described_tables = NIL;
 
+/*
+ * Why the last login failed (SQL Server's message, e.g. 18456), for the
+ * error record: a failed login leaves no session to ask.
+ */
+static TdsRemoteError connect_error;
+
 /* Said once per connection, not at every poll */
 static bool warned_no_max_lsn = false;
 
@@ -224,7 +230,9 @@ ensure_connected(void)
 	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
 	MemoryContextReset(connection_context);
 	described_tables = NIL;
-	session = tds_session_open(session_opts);
+	session = tds_session_try_open(session_opts, &connect_error);
+	if (session == NULL)
+		tds_report_error(server_name, &connect_error, "logging in");
 	utc_offset_minutes = cdc_query_utc_offset(session);
 	warned_no_max_lsn = false;
 	snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
@@ -720,6 +728,9 @@ handle_iteration_error(void)
 		tds_session_close(session);
 		session = NULL;
 	}
+	else if (connect_error.kind == TDS_ERROR_CONNECT)
+		remote_errno = connect_error.msgno;
+	memset(&connect_error, 0, sizeof(connect_error));
 	clear_context();
 	RESUME_INTERRUPTS();
 

@@ -81,8 +81,9 @@ ALTER USER MAPPING FOR CURRENT_USER SERVER src OPTIONS (SET password '$wrong_pas
 });
 $node->safe_psql('postgres', q{SELECT mssql_cdc.pause('src'); SELECT mssql_cdc.resume('src');});
 ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) > 0 FROM mssql_cdc.errors WHERE detail LIKE '%Msg 18456%'}),
-	'the worker records the failed login');
+		q{SELECT count(*) > 0 FROM mssql_cdc.errors
+		   WHERE remote_error_number = 18456 AND detail LIKE '%Msg 18456%'}),
+	'the worker records the failed login with SQL Server\'s error number');
 $node->safe_psql('postgres', qq{
 SET log_statement = 'none';
 SET log_min_messages = 'warning';
