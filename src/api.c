@@ -545,27 +545,28 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(table_id);
 }
 
-/* mssql_cdc.remove_table(server name, source_table text) → void */
-Datum
-mssql_cdc_remove_table(PG_FUNCTION_ARGS)
+/*
+ * The common start of remove_table and resnapshot: check the (server,
+ * source_table) arguments, lock the server's row, make sure the caller may
+ * act for its run_as role, and find the captured table.  Returns the table
+ * id, with the caller left inside begin_catalog_write(scope).
+ */
+static int32
+begin_table_change(FunctionCallInfo fcinfo, Oid caller, CatalogOwnerScope *scope,
+				   char **server_name_out)
 {
-	Oid			caller = GetUserId();
 	char	   *server_name;
 	char	   *source_schema;
 	char	   *source_table;
 	char	   *run_as;
 	int32		table_id;
-	char	   *staging = NULL;
-	bool		last_table;
-	MemoryContext caller_cxt = CurrentMemoryContext;
-	CatalogOwnerScope scope;
 
 	require_argument(fcinfo, 0, "server");
 	require_argument(fcinfo, 1, "source_table");
 	server_name = NameStr(*PG_GETARG_NAME(0));
 	parse_source_table(text_to_cstring(PG_GETARG_TEXT_PP(1)), &source_schema, &source_table);
 
-	begin_catalog_write(&scope);
+	begin_catalog_write(scope);
 
 	run_as = lock_server_row(server_name, NULL);
 	if (run_as == NULL)
@@ -575,6 +576,23 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 	table_id = find_captured_table(server_name, source_schema, source_table);
 	if (table_id == 0)
 		report_table_not_captured(server_name, source_schema, source_table);
+	*server_name_out = server_name;
+	return table_id;
+}
+
+/* mssql_cdc.remove_table(server name, source_table text) → void */
+Datum
+mssql_cdc_remove_table(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	int32		table_id;
+	char	   *staging = NULL;
+	bool		last_table;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	CatalogOwnerScope scope;
+
+	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
 
 	{
 		Oid			types[1] = {INT4OID};
@@ -709,29 +727,12 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 {
 	Oid			caller = GetUserId();
 	char	   *server_name;
-	char	   *source_schema;
-	char	   *source_table;
-	char	   *run_as;
 	int32		table_id;
 	CatalogOwnerScope scope;
 	Oid			types[1] = {INT4OID};
 	Datum		args[1];
 
-	require_argument(fcinfo, 0, "server");
-	require_argument(fcinfo, 1, "source_table");
-	server_name = NameStr(*PG_GETARG_NAME(0));
-	parse_source_table(text_to_cstring(PG_GETARG_TEXT_PP(1)), &source_schema, &source_table);
-
-	begin_catalog_write(&scope);
-
-	run_as = lock_server_row(server_name, NULL);
-	if (run_as == NULL)
-		report_server_not_in_use(server_name);
-	check_run_as(caller, server_name, run_as);
-
-	table_id = find_captured_table(server_name, source_schema, source_table);
-	if (table_id == 0)
-		report_table_not_captured(server_name, source_schema, source_table);
+	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
 
 	/* upsert: after a restore the progress row is absent */
 	args[0] = Int32GetDatum(table_id);

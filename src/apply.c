@@ -580,8 +580,14 @@ lsn_text(const MssqlLsn *lsn)
 	return CStringGetTextDatum(buf);
 }
 
-bool
-apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint)
+/*
+ * Lock a table's state row when it still is where this worker left it (the
+ * query names the phase and the LSN column); a concurrent remove_table or
+ * resnapshot changed or deleted it otherwise, and the window or chunk must
+ * then not be applied.  $1 is the table id, $2 the expected LSN.
+ */
+static bool
+lock_state_row(const char *query, int32 table_id, const MssqlLsn *lsn)
 {
 	CatalogOwnerScope scope;
 	Oid			types[2] = {INT4OID, TEXTOID};
@@ -589,20 +595,26 @@ apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint)
 	bool		found;
 
 	values[0] = Int32GetDatum(table_id);
-	values[1] = lsn_text(checkpoint);
+	values[1] = lsn_text(lsn);
 	catalog_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.table_state"
-							  " WHERE table_id = $1 AND phase = 'streaming'"
-							  " AND checkpoint_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
-							  " FOR UPDATE",
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(query, 2, types, values, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock mssql_cdc.table_state");
 	found = SPI_processed == 1;
 	SPI_finish();
 	catalog_restore_user(&scope);
 	return found;
+}
+
+bool
+apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint)
+{
+	return lock_state_row("SELECT 1 FROM mssql_cdc.table_state"
+						  " WHERE table_id = $1 AND phase = 'streaming'"
+						  " AND checkpoint_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+						  " FOR UPDATE",
+						  table_id, checkpoint);
 }
 
 void
@@ -679,26 +691,11 @@ apply_snapshot_begin(int32 table_id, const MssqlLsn *l0, int64 total_estimate)
 bool
 apply_lock_snapshot(int32 table_id, const MssqlLsn *l0)
 {
-	CatalogOwnerScope scope;
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
-	bool		found;
-
-	values[0] = Int32GetDatum(table_id);
-	values[1] = lsn_text(l0);
-	catalog_become_owner(&scope);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.table_state"
-							  " WHERE table_id = $1 AND phase = 'snapshotting'"
-							  " AND snapshot_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
-							  " FOR UPDATE",
-							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not lock mssql_cdc.table_state");
-	found = SPI_processed == 1;
-	SPI_finish();
-	catalog_restore_user(&scope);
-	return found;
+	return lock_state_row("SELECT 1 FROM mssql_cdc.table_state"
+						  " WHERE table_id = $1 AND phase = 'snapshotting'"
+						  " AND snapshot_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+						  " FOR UPDATE",
+						  table_id, l0);
 }
 
 void
