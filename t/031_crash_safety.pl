@@ -125,14 +125,16 @@ sub start_workload
 	my $h = IPC::Run::start(
 		[ 'tsql', '-H', '127.0.0.1', '-p', $si->port, '-U', 'sa', '-P', 'Passw0rd!', '-D', 'cdcdb' ],
 		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	return { h => $h, out => \$out };
+	return { h => $h, out => \$out, err => \$err };
 }
 
 sub finish_workload
 {
 	my ($w) = @_;
 	$w->{h}->finish;
-	die "workload failed: ${ $w->{out} }" if ${ $w->{out} } =~ /^Msg \d+/m;
+	# tsql writes messages to stderr, each after a carriage return
+	my $all = "${ $w->{out} }\n${ $w->{err} }" =~ s/\r//gr;
+	die "workload failed: $all" if $all =~ /^Msg \d+/m;
 }
 
 sub worker_pid

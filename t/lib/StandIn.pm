@@ -21,6 +21,7 @@ use Cwd qw(abs_path);
 use File::Basename qw(dirname);
 use IPC::Run;
 use Test::More;
+use Time::HiRes ();
 
 my $root = abs_path(dirname(__FILE__) . '/../..');
 my $python = '/usr/bin/python3';
@@ -102,9 +103,12 @@ sub tsql
 		[ 'tsql', '-H', $self->{host}, '-p', $self->{port}, '-U', $self->{user},
 		  '-P', $self->{password}, '-D', $self->{database} ],
 		'<', \$script, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
-	# tsql's output ends in a prompt without a newline: keep "Msg …" of
-	# stderr at the start of a line so that tsql_ok sees it
-	return $out . "\n" . $err;
+	# tsql's output ends in a prompt without a newline, and it writes a
+	# carriage return before each message: keep "Msg …" of stderr at the
+	# start of a line so that tsql_ok sees it
+	my $all = $out . "\n" . $err;
+	$all =~ s/\r//g;
+	return $all;
 }
 
 # Like tsql, but dies when SQL Server reported an error.
@@ -114,6 +118,22 @@ sub tsql_ok
 	my $out = $self->tsql(@batches);
 	die "T-SQL failed:\n$out\n" if $out =~ /^Msg \d+/m;
 	return $out;
+}
+
+# Run an add_table statement once SQL Server's capture job has started the
+# capture instance (add_table refuses before that: there is no start LSN
+# yet); returns its output, dies on any other error.
+sub add_table_when_started
+{
+	my ($self, $node, $sql) = @_;
+	for (1 .. 300)
+	{
+		my ($ret, $out, $err) = $node->psql('postgres', $sql);
+		return $out if $ret == 0;
+		die "add_table failed: $err" unless $err =~ /has not been started by the capture job/;
+		Time::HiRes::usleep(100_000);
+	}
+	die 'the capture job never started the capture instance';
 }
 
 # A control command (standin-ctl CMD key=value ...); dies on failure.
