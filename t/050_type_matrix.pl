@@ -197,37 +197,11 @@ sub expected_expr
 	return "'$lit'";
 }
 
-# StandIn::tsql_ok misses an error when it is the first line of tsql's
-# stderr (appended after a prompt without newline); look anywhere.
-sub tsql_checked
-{
-	my ($si, @batches) = @_;
-	my $out = $si->tsql(@batches);
-	die "T-SQL failed:\n$out\n" if $out =~ /Msg \d+/;
-	return $out;
-}
-
-# add_table once SQL Server's capture job has started the capture instance
-# (add_table refuses before that: there is no start LSN yet)
-sub add_table_when_started
-{
-	my ($node, $sql) = @_;
-	for (1 .. 300)
-	{
-		my ($ret, $out, $err) = $node->psql('postgres', $sql);
-		return $out if $ret == 0;
-		die "add_table failed: $err" unless $err =~ /has not been started by the capture job/;
-		usleep(100_000);
-	}
-	die 'the capture job never started the capture instance';
-}
-
 my $si = StandIn->start(capture_interval => 0.2);
-tsql_checked($si, q{EXEC sys.sp_cdc_enable_db}, create_sql('matrix'), create_sql('matrix_snap'));
+$si->tsql_ok(q{EXEC sys.sp_cdc_enable_db}, create_sql('matrix'), create_sql('matrix_snap'));
 # the snapshot table is filled before add_table
-tsql_checked($si, insert_sql('matrix_snap', $_)) for 1 .. $nrows;
-tsql_checked($si,
-	map { "EXEC sys.sp_cdc_enable_table \@source_schema = N'dbo', \@source_name = N'$_', \@role_name = NULL" }
+$si->tsql_ok(insert_sql('matrix_snap', $_)) for 1 .. $nrows;
+$si->tsql_ok(map { "EXEC sys.sp_cdc_enable_table \@source_schema = N'dbo', \@source_name = N'$_', \@role_name = NULL" }
 	  qw(matrix matrix_snap));
 
 my $node = PostgreSQL::Test::Cluster->new('types');
@@ -235,7 +209,7 @@ $node->init;
 $si->setup_node($node);
 $node->start;
 $si->create_source($node, 'src');
-add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.matrix', snapshot_mode => 'never')});
+$si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.matrix', snapshot_mode => 'never')});
 
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM mssql_cdc.status WHERE state = 'streaming' AND checkpoint_lsn IS NOT NULL}),
@@ -284,8 +258,7 @@ SELECT (SELECT count(*) FROM $staging WHERE id = $i AND _cdc_op = '$op') || '|' 
 sub source_rowversions
 {
 	my ($table, $how) = @_;
-	my $out = tsql_checked($si,
-		"SELECT 'rv=' + CONVERT(varchar(20), c_rowversion, 1) + '=' + CAST(id AS varchar(10)) FROM dbo.$table");
+	my $out = $si->tsql_ok("SELECT 'rv=' + CONVERT(varchar(20), c_rowversion, 1) + '=' + CAST(id AS varchar(10)) FROM dbo.$table");
 	my %rv = map { (split /=/)[ 2, 1 ] } ($out =~ /(rv=0x[0-9A-Fa-f]+=\d+)/g);
 	is(scalar(keys %rv), $nrows, "$how: SQL Server shows a rowversion for every row");
 	return \%rv;
@@ -307,7 +280,7 @@ sub check_rowversions
 # ---------------------------------------------------------------------------
 # Streaming
 # ---------------------------------------------------------------------------
-tsql_checked($si, insert_sql('matrix', $_)) for 1 .. $nrows;
+$si->tsql_ok(insert_sql('matrix', $_)) for 1 .. $nrows;
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) = $nrows FROM public.src_dbo_matrix", 't'),
 	"streaming: all $nrows rows arrived")
@@ -332,7 +305,7 @@ check_rowversions(source_rowversions('matrix', 'streaming'), 'public.src_dbo_mat
 # ---------------------------------------------------------------------------
 # Snapshot (snapshot_mode initial): the same cases, copied
 # ---------------------------------------------------------------------------
-add_table_when_started($node,
+$si->add_table_when_started($node,
 	q{SELECT mssql_cdc.add_table('src', 'dbo.matrix_snap', snapshot_mode => 'initial')});
 check_column_types('public.src_dbo_matrix_snap');
 my $snap_rv = source_rowversions('matrix_snap', 'snapshot');
@@ -357,16 +330,14 @@ my $snap_rv = source_rowversions('matrix_snap', 'snapshot');
 # ---------------------------------------------------------------------------
 # LOB semantics in the changelog
 # ---------------------------------------------------------------------------
-tsql_checked($si,
-	q{CREATE TABLE dbo.lobs (id int NOT NULL PRIMARY KEY, n int, vmax varchar(max), nvmax nvarchar(max),
+$si->tsql_ok(q{CREATE TABLE dbo.lobs (id int NOT NULL PRIMARY KEY, n int, vmax varchar(max), nvmax nvarchar(max),
 	    vbmax varbinary(max), t text, nt ntext, img image)},
 	q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'lobs', @role_name = NULL});
-add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.lobs', snapshot_mode => 'never')});
+$si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.lobs', snapshot_mode => 'never')});
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 1 FROM mssql_cdc.status WHERE source_table = 'dbo.lobs' AND state = 'streaming' AND checkpoint_lsn IS NOT NULL}),
 	'dbo.lobs is streaming');
-tsql_checked($si,
-	q{INSERT INTO dbo.lobs VALUES (1, 0, 'v', N'nü', 0x0102, 't', N'ntü', 0x03)},
+$si->tsql_ok(q{INSERT INTO dbo.lobs VALUES (1, 0, 'v', N'nü', 0x0102, 't', N'ntü', 0x03)},
 	# only n changes: the LOBs are unchanged
 	q{UPDATE dbo.lobs SET n = 1 WHERE id = 1},
 	# vmax changes to NULL (a real NULL: mask bit 1), nvmax to a new value

@@ -87,34 +87,8 @@ sub insert_sql
 	  . join(', ', map { $_->[0] } @v) . ')';
 }
 
-# StandIn::tsql_ok misses an error when it is the first line of tsql's
-# stderr (appended after a prompt without newline); look anywhere.
-sub tsql_checked
-{
-	my ($si, @batches) = @_;
-	my $out = $si->tsql(@batches);
-	die "T-SQL failed:\n$out\n" if $out =~ /Msg \d+/;
-	return $out;
-}
-
-# add_table once SQL Server's capture job has started the capture instance
-# (add_table refuses before that: there is no start LSN yet)
-sub add_table_when_started
-{
-	my ($node, $sql) = @_;
-	for (1 .. 300)
-	{
-		my ($ret, $out, $err) = $node->psql('postgres', $sql);
-		return $out if $ret == 0;
-		die "add_table failed: $err" unless $err =~ /has not been started by the capture job/;
-		usleep(100_000);
-	}
-	die 'the capture job never started the capture instance';
-}
-
 my $si = StandIn->start(capture_interval => 0.2);
-tsql_checked($si,
-	q{EXEC sys.sp_cdc_enable_db},
+$si->tsql_ok(q{EXEC sys.sp_cdc_enable_db},
 	'CREATE SCHEMA ' . br($schema1),
 	'CREATE SCHEMA ' . br($schema2),
 	create_sql($schema1, $table1),
@@ -127,8 +101,7 @@ tsql_checked($si,
 # table 3: the same odd columns, filled before add_table and copied by the
 # initial snapshot (the SELECT of the snapshot quotes every name too)
 my $table3 = q{snap ]'"ü order};
-tsql_checked($si,
-	create_sql($schema1, $table3),
+$si->tsql_ok(create_sql($schema1, $table3),
 	insert_sql($schema1, $table3, 1, 'three'),
 	insert_sql($schema1, $table3, 2, 'three'),
 	'EXEC sys.sp_cdc_enable_table @source_schema = ' . nlit($schema1)
@@ -144,9 +117,9 @@ $node->safe_psql('postgres', 'CREATE SCHEMA ' . qi($staging2_schema));
 # source names as users write them: [bracketed], ] doubled
 my $src1 = br($schema1) . '.' . br($table1);
 my $src2 = br($schema2) . '.' . br($table2);
-add_table_when_started($node,
+$si->add_table_when_started($node,
 	'SELECT mssql_cdc.add_table(' . lit('src') . ', ' . lit($src1) . q{, snapshot_mode => 'never')});
-add_table_when_started($node,
+$si->add_table_when_started($node,
 	'SELECT mssql_cdc.add_table(' . lit('src') . ', ' . lit($src2)
 	  . ', staging_table => ' . lit(qi($staging2_schema) . '.' . qi($staging2_table))
 	  . q{, snapshot_mode => 'never', capture_instance => } . lit($ci2) . ')');
@@ -193,8 +166,7 @@ for ([ $schema1, $table1, 'one' ], [ $schema2, $table2, 'two' ])
 {
 	my ($s, $t, $tag) = @$_;
 	my $q = br($s) . '.' . br($t);
-	tsql_checked($si,
-		insert_sql($s, $t, 1, $tag),
+	$si->tsql_ok(insert_sql($s, $t, 1, $tag),
 		insert_sql($s, $t, 2, $tag),
 		"UPDATE $q SET " . br(q{quo'te}) . ' = ' . nlit(qq{upd'"]$tag}) . ', '
 		  . br('select') . ' = 10 WHERE ' . br('br]acket') . ' = 10',
@@ -231,7 +203,7 @@ SELECT string_agg((SELECT string_agg(coalesce(j.value, 'NULL'), '|' ORDER BY j.n
 # ---------------------------------------------------------------------------
 # The snapshot path with the same names
 # ---------------------------------------------------------------------------
-add_table_when_started($node,
+$si->add_table_when_started($node,
 	'SELECT mssql_cdc.add_table(' . lit('src') . ', ' . lit(br($schema1) . '.' . br($table3))
 	  . q{, snapshot_mode => 'initial')});
 my $default3 = lc(decode_utf8("src_${schema1}_$table3")) =~ s/[^a-z0-9_]/_/gr;
