@@ -8,26 +8,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use Launcher qw(launcher_barrier);
 use Time::HiRes qw(time usleep);
 
 my $launcher_row =
   "SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc launcher'";
 
-# Returns once the launcher has completed a full loop iteration that started
-# after this call: the first reload's log line proves the loop is at its top,
-# the second one can only be logged after the iteration in between finished.
-sub launcher_barrier
-{
-	my ($node) = @_;
-	foreach my $round (1 .. 2)
-	{
-		my $from = -s $node->logfile;
-		$node->reload;
-		$node->wait_for_log(qr/mssql_cdc launcher reloaded its configuration/,
-			$from);
-	}
-	return;
-}
 
 my $node = PostgreSQL::Test::Cluster->new('launcher');
 $node->init;

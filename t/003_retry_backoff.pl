@@ -10,21 +10,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use Launcher qw(launcher_barrier);
 
-# Returns once the launcher has completed a full loop iteration that started
-# after this call (same helper as in t/001_launcher.pl).
-sub launcher_barrier
-{
-	my ($node) = @_;
-	foreach my $round (1 .. 2)
-	{
-		my $from = -s $node->logfile;
-		$node->reload;
-		$node->wait_for_log(qr/mssql_cdc launcher reloaded its configuration/,
-			$from);
-	}
-	return;
-}
 
 my $node = PostgreSQL::Test::Cluster->new('backoff');
 $node->init;
