@@ -45,8 +45,10 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "apply.h"
@@ -111,6 +113,15 @@ static bool warned_no_max_lsn = false;
 
 /* Whether the source database allows SNAPSHOT isolation (per connection) */
 static SnapshotIsolation snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
+
+/*
+ * Set by the syscache callback when any foreign server or user mapping
+ * changed (ALTER SERVER / ALTER USER MAPPING): the next iteration re-reads
+ * the options and reconnects, so a fixed password or a new host applies
+ * without a pause/resume.  Options live in their own context for that.
+ */
+static bool connection_settings_changed = false;
+static MemoryContext options_context = NULL;
 
 static void
 worker_error_context(void *arg)
@@ -189,6 +200,13 @@ park_table_in_error(const MssqlCdcTable *table, const char *message, const char 
 	commit_transaction();
 }
 
+/* Syscache callback: some server or user mapping changed (maybe ours). */
+static void
+connection_settings_invalidated(Datum arg, int cacheid, uint32 hashvalue)
+{
+	connection_settings_changed = true;
+}
+
 /* The catalog view of our server; exits when we should not run. */
 static List *
 read_catalog(MssqlCdcServer **server_out)
@@ -206,10 +224,22 @@ read_catalog(MssqlCdcServer **server_out)
 	if (tables == NIL)
 		stop_worker("the source has no captured tables any more");
 
+	if (connection_settings_changed && session_opts != NULL)
+	{
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": server options or user mapping changed, reconnecting",
+						server_name)));
+		if (session != NULL)
+			tds_session_close(session);
+		session = NULL;
+		session_opts = NULL;
+		MemoryContextReset(options_context);
+	}
+	connection_settings_changed = false;
 	if (session_opts == NULL)
 	{
 		ForeignServer *fs = GetForeignServerByName(server_name, false);
-		MemoryContext old = MemoryContextSwitchTo(worker_context);
+		MemoryContext old = MemoryContextSwitchTo(options_context);
 
 		session_opts = mssql_cdc_get_server_options(fs->serverid, worker_args.run_as);
 		MemoryContextSwitchTo(old);
@@ -778,6 +808,10 @@ mssql_cdc_worker_main(Datum main_arg)
 											  ALLOCSET_DEFAULT_SIZES);
 	connection_context = AllocSetContextCreate(worker_context, "mssql_cdc worker connection",
 											   ALLOCSET_DEFAULT_SIZES);
+	options_context = AllocSetContextCreate(worker_context, "mssql_cdc worker options",
+											ALLOCSET_SMALL_SIZES);
+	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, connection_settings_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(USERMAPPINGOID, connection_settings_invalidated, (Datum) 0);
 	window_transactions = mssql_cdc_batch_max_transactions;
 	tds_session_init();
 
