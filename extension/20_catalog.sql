@@ -18,7 +18,15 @@ CREATE TABLE mssql_cdc.servers (
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	last_error text,						-- last connection-level failure (written by the worker)
 	last_error_at timestamptz,
-	consecutive_failures integer NOT NULL DEFAULT 0
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	-- what last_error means and what to do (src/error_condition.c); shown by
+	-- mssql_cdc.status only while consecutive_failures > 0
+	condition text,
+	hint text,
+	-- a problem that does not stop the worker (e.g. capture_job_stalled), set
+	-- and cleared by the worker itself; shown while it is set
+	warning text,
+	warning_hint text
 );
 
 -- One row per captured SQL Server table.
@@ -34,6 +42,10 @@ CREATE TABLE mssql_cdc.tables (
 	staging_table name NOT NULL,
 	snapshot_mode text NOT NULL DEFAULT 'initial'
 		CHECK (snapshot_mode OPERATOR(pg_catalog.=) ANY (ARRAY['initial', 'never']::pg_catalog.text[])),
+	-- what the worker does when CDC cleanup removed changes it still needed:
+	-- 'error' parks the table for the user, 'resnapshot' copies it again
+	on_retention_overrun text NOT NULL DEFAULT 'error'
+		CHECK (on_retention_overrun OPERATOR(pg_catalog.=) ANY (ARRAY['error', 'resnapshot']::pg_catalog.text[])),
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (server_name, source_schema, source_table),
 	UNIQUE (staging_schema, staging_table)
@@ -58,6 +70,15 @@ CREATE TABLE mssql_cdc.table_state (
 	last_error text,
 	last_error_at timestamptz,
 	consecutive_failures integer NOT NULL DEFAULT 0,
+	-- what last_error means and what to do (src/error_condition.c); shown by
+	-- mssql_cdc.status while phase = 'error' or consecutive_failures > 0
+	condition text,
+	hint text,
+	-- a problem that does not stop the table (a retention overrun being
+	-- re-snapshotted, snapshot chunks read without SNAPSHOT isolation); shown
+	-- while the table is pending or snapshotting
+	warning text,
+	warning_hint text,
 	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
@@ -81,7 +102,8 @@ CREATE TABLE mssql_cdc.errors (
 	message text NOT NULL,
 	detail text,
 	hint text,
-	remote_error_number integer				-- SQL Server Msg number, when the error came from there
+	remote_error_number integer,			-- SQL Server Msg number, when the error came from there
+	condition text							-- short machine-readable class (doc/troubleshooting.md)
 );
 CREATE INDEX errors_server_name_error_id_idx ON mssql_cdc.errors (server_name, error_id);
 

@@ -12,11 +12,12 @@ CREATE FUNCTION mssql_cdc.add_table(
 	source_table text,
 	staging_table text DEFAULT NULL,
 	snapshot_mode text DEFAULT 'initial',
-	capture_instance text DEFAULT NULL)
+	capture_instance text DEFAULT NULL,
+	on_retention_overrun text DEFAULT 'error')
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
 
 CREATE FUNCTION mssql_cdc.remove_table(server name, source_table text)
@@ -47,8 +48,16 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.resnapshot(name, text) IS
 	'Discard a table''s progress and copy it again from a new snapshot';
 
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text) FROM PUBLIC;
+CREATE FUNCTION mssql_cdc.set_table_option(server name, source_table text, option text, value text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_set_table_option'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.set_table_option(name, text, text, text) IS
+	'Change a setting of a captured table (on_retention_overrun: error | resnapshot)';
+
 REVOKE ALL ON FUNCTION mssql_cdc.remove_table(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.set_table_option(name, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resnapshot(name, text) FROM PUBLIC;

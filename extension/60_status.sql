@@ -69,14 +69,44 @@ SELECT
 		THEN sv.last_error ELSE ts.last_error
 	END AS last_error,
 	greatest(ts.last_error_at, sv.last_error_at) AS last_error_at,
+	-- The problem that is active now (doc/troubleshooting.md), chosen once
+	-- below in active.problem: condition and hint come from the same place.
+	CASE active.problem
+		WHEN 'table' THEN ts.condition
+		WHEN 'server' THEN sv.condition
+		WHEN 'server_warning' THEN sv.warning
+		WHEN 'table_warning' THEN ts.warning
+	END AS condition,
+	CASE active.problem
+		WHEN 'table' THEN ts.hint
+		WHEN 'server' THEN sv.hint
+		WHEN 'server_warning' THEN sv.warning_hint
+		WHEN 'table_warning' THEN ts.warning_hint
+	END AS hint,
 	w.pid AS worker_pid
 FROM mssql_cdc.tables t
 JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
 LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
-LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name;
+LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name
+-- the failure being retried or that parked the table (the newer one, as for
+-- last_error), else a warning; none while paused or once the next unit
+-- succeeded
+CROSS JOIN LATERAL (SELECT
+	CASE
+		WHEN sv.paused THEN NULL
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error' THEN 'table'
+		WHEN sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			AND (ts.consecutive_failures IS NULL OR ts.consecutive_failures OPERATOR(pg_catalog.=) 0
+				OR ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+			THEN 'server'
+		WHEN ts.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'table'
+		WHEN sv.warning IS NOT NULL THEN 'server_warning'
+		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
+			THEN 'table_warning'
+	END AS problem) active;
 
 COMMENT ON VIEW mssql_cdc.status IS
-	'One row per captured table: state, checkpoint, lag, counters, last error and worker pid';
+	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, and worker pid';
 
 REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
 GRANT SELECT ON mssql_cdc.status TO pg_monitor;

@@ -76,7 +76,10 @@ extern SnapshotInsert *apply_snapshot_prepare(const MssqlCdcTable *table,
 											  const MssqlSourceTable *src, Oid run_as,
 											  const MssqlLsn *l0, List **select_exprs);
 
-/* Insert the current TDS row (memory is reset per row). */
+/*
+ * Insert the current TDS row (buffered: written in batches, see
+ * staging_writer.h; its memory is freed when its batch is written).
+ */
 extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
 
 extern void apply_snapshot_finish(SnapshotInsert *ins);

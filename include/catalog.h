@@ -44,6 +44,13 @@ typedef enum MssqlTablePhase
 	MSSQL_PHASE_ERROR			/* needs the user (e.g. cleanup overtook us) */
 } MssqlTablePhase;
 
+/* What the worker does when CDC cleanup removed changes it still needs */
+typedef enum MssqlOverrunPolicy
+{
+	MSSQL_OVERRUN_ERROR,		/* park the table in phase 'error' (the user decides) */
+	MSSQL_OVERRUN_RESNAPSHOT	/* record the overrun and copy the table again */
+} MssqlOverrunPolicy;
+
 /* A row of mssql_cdc.servers */
 typedef struct MssqlCdcServer
 {
@@ -65,6 +72,7 @@ typedef struct MssqlCdcTable
 	char	   *staging_schema;
 	char	   *staging_table;
 	MssqlSnapshotMode snapshot_mode;
+	MssqlOverrunPolicy on_retention_overrun;
 	/* progress; a missing table_state row reads as a fresh "pending" row */
 	MssqlTablePhase phase;
 	bool		has_checkpoint_lsn;
@@ -107,6 +115,8 @@ extern List *catalog_get_server_tables(const char *server_name);
 extern const char *catalog_snapshot_mode_name(MssqlSnapshotMode mode);
 extern bool catalog_snapshot_mode_from_name(const char *name, MssqlSnapshotMode *mode);
 extern const char *catalog_phase_name(MssqlTablePhase phase);
+extern const char *catalog_overrun_policy_name(MssqlOverrunPolicy policy);
+extern bool catalog_overrun_policy_from_name(const char *name, MssqlOverrunPolicy *policy);
 
 /*
  * Append to mssql_cdc.errors and trim that server's log to the newest
@@ -118,5 +128,46 @@ extern void catalog_record_error(const char *server_name, int32 table_id,
 								 const char *sqlstate, const char *message,
 								 const char *detail, const char *hint,
 								 int remote_error_number);
+
+/* The same, with the condition (src/error_condition.c) of the error; NULL = none */
+extern void catalog_record_error_condition(const char *server_name, int32 table_id,
+										   const char *sqlstate, const char *message,
+										   const char *detail, const char *hint,
+										   int remote_error_number, const char *condition);
+
+/*
+ * The condition and hint of the failure just recorded as last_error of the
+ * server / of the table (mssql_cdc.status shows them while that failure is
+ * current: phase 'error' or consecutive_failures > 0).
+ */
+extern void catalog_set_server_condition(const char *server_name, const char *condition,
+										 const char *hint);
+extern void catalog_set_table_condition(int32 table_id, const char *condition,
+										const char *hint);
+
+/*
+ * Set (warning non-NULL) or clear a server's warning: a problem that does
+ * not stop the worker.  A message also becomes the server's last_error.
+ * Returns false when the warning was already so (nothing written).
+ */
+extern bool catalog_set_server_warning(const char *server_name, const char *warning,
+									   const char *hint, const char *message);
+
+/*
+ * A table's warning; status shows it while the table is pending or
+ * snapshotting.  keep_other: leave a warning that is already there (the
+ * retention overrun that caused the snapshot says more).
+ */
+extern void catalog_set_table_warning(int32 table_id, const char *warning, const char *hint,
+									  bool keep_other);
+
+/*
+ * on_retention_overrun = 'resnapshot': reset a streaming table to
+ * 'pending' like mssql_cdc.resnapshot(), keeping the overrun as last_error
+ * and warning 'retention_overrun'.  False when the table was not streaming
+ * any more (a concurrent user action won).
+ */
+extern bool catalog_resnapshot_after_overrun(int32 table_id, const char *message,
+											 const char *hint);
 
 #endif							/* MSSQL_CDC_CATALOG_H */

@@ -61,6 +61,18 @@ extern MssqlSourceTable *source_schema_describe(TdsSession *session,
 												const char *table,
 												const char *capture_instance);
 
+/*
+ * Run a batch and collect, as text, the named columns (names[0..ncols-1],
+ * matched case-insensitively) of every row of every result set that has
+ * them all; result sets without them are skipped.  Returns a List of
+ * char *[ncols] (NULL for SQL NULL).
+ */
+extern List *source_schema_fetch_rows(TdsSession *session, const char *sql,
+									  const char *const *names, int ncols);
+
+/* A binary(10) column as text ("\x0000002A000001F00003") -> LSN; false for NULL */
+extern bool source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn);
+
 /* 'dbo.orders of server "erp"': names the source in staging table comments */
 extern char *source_label(const MssqlSourceTable *src);
 

@@ -27,6 +27,8 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
+
 #include "type_map.h"
 
 #define STAGING_METADATA_PREFIX		"_cdc_"
@@ -77,5 +79,35 @@ extern void staging_create_table(const char *staging_schema, const char *staging
  */
 extern void staging_check_table(const char *staging_schema, const char *staging_table,
 								const MssqlColumn *cols, int ncols);
+
+/*
+ * How a staging table differs from the staged columns of a (new) capture
+ * instance: what a capture-instance switch must add, what stays behind
+ * (NULL from then on), and what it must refuse.
+ */
+typedef struct StagingDiff
+{
+	List	   *missing;		/* const MssqlColumn *: staged, no staging column yet */
+	List	   *not_captured;	/* char *: staging source columns the instance lacks */
+	const MssqlColumn *conflict;	/* first column whose mapped type differs, or NULL */
+	char	   *conflict_staging_type;	/* its staging column's type */
+	char	   *conflict_new_type;	/* the type the policy maps it to now */
+	const MssqlColumn *reserved;	/* a missing column with a reserved _cdc_ name */
+} StagingDiff;
+
+/* Compare (in a transaction); ERRCODE_UNDEFINED_TABLE when it is gone. */
+extern void staging_compare(const char *staging_schema, const char *staging_table,
+							const MssqlColumn *cols, int ncols, StagingDiff *diff);
+
+/* ALTER TABLE ... ADD COLUMN for columns (const MssqlColumn *), as text */
+extern char *staging_add_columns_ddl(const char *staging_schema, const char *staging_table,
+									 List *columns);
+
+/*
+ * Add the columns (nullable, with the policy's types) in the current
+ * transaction, as run_as: the role that owns the staging table.
+ */
+extern void staging_add_columns(const char *staging_schema, const char *staging_table,
+								List *columns, Oid run_as);
 
 #endif							/* MSSQL_CDC_STAGING_H */

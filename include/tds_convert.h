@@ -32,10 +32,13 @@
 
 #include "postgres.h"
 
+#include "fmgr.h"
+
 /*
  * Text form of one value, palloc'd in the current memory context, in the
  * server encoding.  data == NULL (a SQL NULL) returns NULL.  dbproc is the
- * DBPROCESS the value came from (needed by dbanydatecrack); tds_type is
+ * DBPROCESS the value came from (needed by dbanydatecrack for date, time,
+ * datetime2 and datetimeoffset; NULL makes those an error); tds_type is
  * dbcoltype()'s code.  Raises ERRCODE_FDW_INVALID_DATA_TYPE for an
  * unsupported type and ERRCODE_FDW_INVALID_STRING_FORMAT for a value whose
  * length does not fit its type (a broken server must not crash us).
@@ -44,12 +47,32 @@ extern char *tds_value_to_text(void *dbproc, int tds_type,
 							   const uint8 *data, int len);
 
 /*
- * The value as a Datum of type typid/typmod (through that type's input
- * function, from the exact text above).  *isnull is set for a SQL NULL.
+ * The type a value is converted to, prepared once per column: the direct
+ * conversions look at typid/typmod, the text path uses the input function.
+ */
+typedef struct TdsDatumTarget
+{
+	Oid			typid;
+	int32		typmod;
+	FmgrInfo	input;
+	Oid			ioparam;
+} TdsDatumTarget;
+
+extern void tds_datum_target_init(TdsDatumTarget *target, Oid typid, int32 typmod);
+
+/*
+ * The value as a Datum of the target type, palloc'd in the current memory
+ * context; *isnull is set for a SQL NULL.  Where the pair (db-lib type,
+ * target type) has a direct conversion (integers, bit, real/float, money,
+ * decimal up to 15 digits, the date/time types, uniqueidentifier, binary
+ * types -> bytea, character types -> text/varchar/char) the Datum is built
+ * from the binary value; every other pair goes through the exact text
+ * above and the type's input function.  Both give the same value, typmod
+ * rounding and errors included (t/050 checks every type).
  */
 extern Datum tds_value_to_datum(void *dbproc, int tds_type,
 								const uint8 *data, int len,
-								Oid typid, int32 typmod, bool *isnull);
+								const TdsDatumTarget *target, bool *isnull);
 
 /* The PostgreSQL type a db-lib type maps to by default; InvalidOid if none */
 extern Oid	tds_type_pg_type(int tds_type);

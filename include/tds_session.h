@@ -75,6 +75,16 @@ typedef struct TdsRemoteError
 {
 	TdsErrorKind kind;
 
+	/*
+	 * With kind PROTOCOL or CONNECT: db-lib rejected what the server sent
+	 * (not valid TDS, unconvertible text, impossible lengths).  Raised as
+	 * ERRCODE_PROTOCOL_VIOLATION "sent a malformed response".
+	 */
+	bool		malformed;
+
+	/* With kind CONNECT: the login asked for encryption 'require' */
+	bool		encryption_required;
+
 	/* db-lib (client side) error, from the error handler; 0 if none */
 	int			dberr;			/* SYBE* number, e.g. 20009 */
 	int			dberr_severity; /* EX* severity class */
@@ -201,6 +211,44 @@ extern const uint8 *tds_col_data(TdsSession *session, int col, int *len);
 /* The column converted to Postgres input text (see tds_convert.h); NULL for NULL */
 extern char *tds_col_text(TdsSession *session, int col);
 
+/*
+ * The column as a Datum of target's type (tds_convert.h: binary where the
+ * types allow, else through the text above); *isnull for NULL.
+ */
+struct TdsDatumTarget;
+extern Datum tds_col_datum(TdsSession *session, int col,
+						   const struct TdsDatumTarget *target, bool *isnull);
+
+/* ---- checking the shape of a result (a broken server's defence) -------- */
+
+/*
+ * Raise ERRCODE_PROTOCOL_VIOLATION "SQL Server (server "x") sent an
+ * unexpected result while <what>" and close the connection unless the
+ * current result has exactly ncols columns.  Callers skip results with 0
+ * columns (statements without a result set) before asking.
+ */
+extern void tds_expect_num_cols(TdsSession *session, int ncols, const char *what);
+
+typedef enum TdsColKind
+{
+	TDS_COL_BINARY,				/* binary/varbinary: LSNs, seqvals, update masks */
+	TDS_COL_INTEGER				/* tinyint/smallint/int/bigint: __$operation */
+} TdsColKind;
+
+/* Same error unless column col (1-based) is of that kind of type. */
+extern void tds_expect_col_kind(TdsSession *session, int col, TdsColKind kind,
+								const char *colname, const char *what);
+
+/*
+ * Same error unless column col can be a column of SQL Server type
+ * sqlserver_type ("int", "nvarchar", ... as MssqlColumn.type_name) selected
+ * without conversion.  Types it does not know (xml, sql_variant, CLR
+ * types) pass; callers skip columns read through a conversion expression.
+ */
+extern void tds_expect_col_source_type(TdsSession *session, int col,
+									   const char *sqlserver_type,
+									   const char *colname, const char *what);
+
 /* ---- helpers ------------------------------------------------------------ */
 
 /*
@@ -218,5 +266,8 @@ extern char *tds_quote_nstring(const char *str);
 
 /* A binary(10) literal for T-SQL: "0x0000002A000001F00003" */
 extern char *tds_format_lsn_literal(const uint8 *bytes);
+
+/* Did a login fail because TLS was required but not available? */
+extern bool tds_error_is_tls_failure(const TdsRemoteError *err);
 
 #endif							/* MSSQL_CDC_TDS_SESSION_H */

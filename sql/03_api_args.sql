@@ -134,6 +134,17 @@ SELECT mssql_cdc.add_table('erp', 'dbo.t', capture_instance => '');
 SELECT mssql_cdc.add_table('erp', 'dbo.t', capture_instance => repeat('c', 101));
 \echo :LAST_ERROR_SQLSTATE
 
+-- Retention-overrun policy: error (default) or resnapshot; resnapshot needs
+-- a snapshot to take again, so not with snapshot_mode 'never'.
+SELECT mssql_cdc.add_table('erp', 'dbo.t', on_retention_overrun => 'skip');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', on_retention_overrun => 'Error');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', on_retention_overrun => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', snapshot_mode => 'never', on_retention_overrun => 'resnapshot');
+\echo :LAST_ERROR_SQLSTATE
+
 -- Duplicates: the same source table, a staging name in use.
 SELECT mssql_cdc.add_table('erp', 'dbo.orders');
 \echo :LAST_ERROR_SQLSTATE
@@ -196,8 +207,33 @@ UPDATE mssql_cdc.table_state SET checkpoint_lsn = NULL WHERE table_id = :orders_
 \echo :LAST_ERROR_SQLSTATE
 SELECT phase, checkpoint_lsn FROM mssql_cdc.table_state WHERE table_id = :orders_id;
 
--- resnapshot is the one way back: progress reset to pending and recorded.
+-- set_table_option changes the retention-overrun policy of a captured
+-- table; bad values change nothing.
+SELECT source_table, on_retention_overrun FROM mssql_cdc.tables
+ WHERE source_table IN ('orders', 'customers') ORDER BY source_table;
+SELECT mssql_cdc.set_table_option('erp', 'dbo.orders', 'on_retention_overrun', 'resnapshot');
+SELECT mssql_cdc.set_table_option('erp', 'dbo.orders', 'on_retention_overrun', 'ignore');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('erp', 'dbo.orders', 'on_retention_overrun', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('erp', 'dbo.orders', 'retention', 'error');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('erp', 'dbo.customers', 'on_retention_overrun', 'resnapshot');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('erp', 'dbo.nosuch', 'on_retention_overrun', 'error');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('nosuch', 'dbo.orders', 'on_retention_overrun', 'error');
+\echo :LAST_ERROR_SQLSTATE
+SELECT source_table, on_retention_overrun FROM mssql_cdc.tables
+ WHERE source_table IN ('orders', 'customers') ORDER BY source_table;
+
+-- resnapshot is the one way back: progress reset to pending and recorded,
+-- the table's condition and warnings cleared.
+UPDATE mssql_cdc.table_state SET condition = 'retention_overrun', hint = 'h',
+       warning = 'snapshot_isolation_off', warning_hint = 'w'
+ WHERE table_id = :orders_id;
 SELECT mssql_cdc.resnapshot('erp', 'dbo.orders');
+SELECT condition, hint, warning, warning_hint FROM mssql_cdc.table_state WHERE table_id = :orders_id;
 SELECT phase, checkpoint_lsn, snapshot_lsn, snapshot_last_key, snapshot_rows, rows_applied,
        resnapshot_requested_at IS NOT NULL AS requested
   FROM mssql_cdc.table_state WHERE table_id = :orders_id;

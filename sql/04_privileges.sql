@@ -19,9 +19,10 @@ SELECT count(*) FROM mssql_cdc.status;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
-GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text),
+GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
-  mssql_cdc.resnapshot(name, text) TO regress_cdc_alice, regress_cdc_bob;
+  mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
+  TO regress_cdc_alice, regress_cdc_bob;
 
 -- A non-superuser needs USAGE on the server ...
 SET ROLE regress_cdc_alice;
@@ -79,6 +80,8 @@ SELECT mssql_cdc.resume('crm');
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.resnapshot('crm', 'dbo.accounts');
 \echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.set_table_option('crm', 'dbo.accounts', 'on_retention_overrun', 'resnapshot');
+\echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.remove_table('crm', 'dbo.accounts');
 \echo :LAST_ERROR_SQLSTATE
 -- a refusal while the catalog was open as the extension owner left no trace
@@ -97,6 +100,7 @@ SELECT regress_helpers.register_table('crm', 'dbo', 'contacts', 'regress_cdc_ali
                                       'cdc_staging', 'contacts') > 0 AS registered;
 SET ROLE regress_cdc_bob;
 SELECT mssql_cdc.resnapshot('crm', 'dbo.contacts');
+SELECT mssql_cdc.set_table_option('crm', 'dbo.contacts', 'on_retention_overrun', 'resnapshot');
 SELECT mssql_cdc.pause('crm');
 RESET ROLE;
 SELECT t.source_table, t.staging_schema, t.staging_table, s.run_as
@@ -126,9 +130,10 @@ REVOKE regress_cdc_alice FROM regress_cdc_bob;
 DROP USER MAPPING FOR regress_cdc_alice SERVER crm;
 REVOKE ALL ON SCHEMA cdc_staging FROM regress_cdc_alice;
 REVOKE ALL ON FOREIGN SERVER crm FROM regress_cdc_alice;
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text),
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
-  mssql_cdc.resnapshot(name, text) FROM regress_cdc_alice;
+  mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
+  FROM regress_cdc_alice;
 REVOKE pg_monitor FROM regress_cdc_alice;
 DROP ROLE regress_cdc_alice;
 SET ROLE regress_cdc_bob;
@@ -141,9 +146,10 @@ SELECT count(*) AS servers_left FROM mssql_cdc.servers;
 -- clean up
 DROP USER MAPPING FOR PUBLIC SERVER crm;
 REVOKE ALL ON FOREIGN SERVER crm FROM regress_cdc_bob;
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text),
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
-  mssql_cdc.resnapshot(name, text) FROM regress_cdc_bob;
+  mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
+  FROM regress_cdc_bob;
 DROP ROLE regress_cdc_bob, regress_cdc_admin;
 DROP SERVER crm, crm2;
 DROP SCHEMA cdc_staging;

@@ -65,9 +65,46 @@ UPDATE mssql_cdc.servers
  WHERE server_name = 'wms';
 SELECT source_table, state, last_error, last_error_at FROM mssql_cdc.status ORDER BY source_table;
 
--- Paused wins over every other state.
+-- condition and hint: the problem that is active now and what to do.
+-- The server-level failure (newer) is the one shown while it is retried.
+UPDATE mssql_cdc.servers
+   SET condition = 'connection_refused', hint = 'Check the host and port options of server "wms".'
+ WHERE server_name = 'wms';
+UPDATE mssql_cdc.table_state
+   SET condition = 'staging_constraint_violation', hint = 'Drop or relax the constraint.'
+ WHERE table_id = :moves_id;
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+-- Once the server's next unit succeeded (failures reset) the table's own,
+-- still failing, unit is shown; the others have no condition any more.
+UPDATE mssql_cdc.servers SET consecutive_failures = 0 WHERE server_name = 'wms';
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+-- A table's success clears its condition too (last_error stays as history).
+UPDATE mssql_cdc.table_state SET consecutive_failures = 0 WHERE table_id = :moves_id;
+SELECT source_table, state, last_error IS NOT NULL AS has_last_error, condition, hint
+  FROM mssql_cdc.status ORDER BY source_table;
+-- A parked table (phase error) shows its condition without a failure count.
+UPDATE mssql_cdc.table_state
+   SET phase = 'error', condition = 'retention_overrun', hint = 'Call mssql_cdc.resnapshot().'
+ WHERE table_id = :bins_id;
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+UPDATE mssql_cdc.table_state SET phase = 'streaming', condition = NULL, hint = NULL
+ WHERE table_id = :bins_id;
+-- A server warning (the worker sets and clears it) shows on every table
+-- without turning it into state error ...
+UPDATE mssql_cdc.servers SET warning = 'capture_job_stalled', warning_hint = 'Start the capture job.'
+ WHERE server_name = 'wms';
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+UPDATE mssql_cdc.servers SET warning = NULL, warning_hint = NULL WHERE server_name = 'wms';
+-- ... and a table warning shows only while the table is pending or
+-- snapshotting (the snapshot it explains).
+UPDATE mssql_cdc.table_state SET warning = 'snapshot_isolation_off', warning_hint = 'ALLOW_SNAPSHOT_ISOLATION ON.'
+ WHERE table_id IN (:stock_id, :bins_id);
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+
+-- Paused wins over every other state, and shows no condition.
+UPDATE mssql_cdc.servers SET consecutive_failures = 3 WHERE server_name = 'wms';
 SELECT mssql_cdc.pause('wms');
-SELECT source_table, state FROM mssql_cdc.status ORDER BY source_table;
+SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
 ROLLBACK;
 
 SELECT count(*) AS rows_after_rollback FROM mssql_cdc.status;

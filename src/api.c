@@ -58,6 +58,7 @@ PG_FUNCTION_INFO_V1(mssql_cdc_remove_table);
 PG_FUNCTION_INFO_V1(mssql_cdc_pause);
 PG_FUNCTION_INFO_V1(mssql_cdc_resume);
 PG_FUNCTION_INFO_V1(mssql_cdc_resnapshot);
+PG_FUNCTION_INFO_V1(mssql_cdc_set_table_option);
 
 /*
  * Switch to the extension owner and connect SPI.  An error before
@@ -353,8 +354,35 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 }
 
 /*
+ * The on_retention_overrun policy named by the user, checked against the
+ * table's snapshot mode: a 'never' table has no snapshot to take again, so
+ * 'resnapshot' would silently skip the removed changes.
+ */
+static MssqlOverrunPolicy
+parse_overrun_policy(const char *name, MssqlSnapshotMode mode)
+{
+	MssqlOverrunPolicy policy;
+
+	if (!catalog_overrun_policy_from_name(name, &policy))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid on_retention_overrun \"%s\"", name),
+				 errhint("Valid values are: error (stop the table until mssql_cdc.resnapshot() is called), "
+						 "resnapshot (copy the table again by itself).")));
+	if (policy == MSSQL_OVERRUN_RESNAPSHOT && mode == MSSQL_SNAPSHOT_NEVER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("on_retention_overrun 'resnapshot' needs snapshot_mode 'initial'"),
+				 errdetail("A table captured with snapshot_mode 'never' has no snapshot to copy again; "
+						   "changes removed by CDC cleanup would be skipped."),
+				 errhint("Use on_retention_overrun 'error', or add the table with snapshot_mode 'initial'.")));
+	return policy;
+}
+
+/*
  * mssql_cdc.add_table(server name, source_table text, staging_table text,
- *                     snapshot_mode text, capture_instance text) → integer
+ *                     snapshot_mode text, capture_instance text,
+ *                     on_retention_overrun text) → integer
  */
 Datum
 mssql_cdc_add_table(PG_FUNCTION_ARGS)
@@ -366,6 +394,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	char	   *source_table;
 	char	   *mode_name;
 	MssqlSnapshotMode mode;
+	MssqlOverrunPolicy overrun;
 	char	   *capture_instance = NULL;
 	ForeignServer *server;
 	List	   *staging_names;
@@ -381,6 +410,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	require_argument(fcinfo, 0, "server");
 	require_argument(fcinfo, 1, "source_table");
 	require_argument(fcinfo, 3, "snapshot_mode");
+	require_argument(fcinfo, 5, "on_retention_overrun");
 	server_name = NameStr(*PG_GETARG_NAME(0));
 	source_input = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
@@ -392,6 +422,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid snapshot_mode \"%s\"", mode_name),
 				 errhint("Valid values are: initial (copy the table, then stream changes), never (stream changes from now on).")));
+	overrun = parse_overrun_policy(text_to_cstring(PG_GETARG_TEXT_PP(5)), mode);
 
 	if (!PG_ARGISNULL(4))
 	{
@@ -493,9 +524,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	begin_catalog_write(&scope);
 
 	{
-		Oid			types[7] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID};
-		Datum		args[7];
-		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[8] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID};
+		Datum		args[8];
+		char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull;
 
 		args[0] = name_datum(server_name);
@@ -507,11 +538,12 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		args[4] = name_datum(get_namespace_name(staging_nspid));
 		args[5] = name_datum(staging_relname);
 		args[6] = CStringGetTextDatum(catalog_snapshot_mode_name(mode));
+		args[7] = CStringGetTextDatum(catalog_overrun_policy_name(overrun));
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
 								  " source_table, capture_instance, staging_schema,"
-								  " staging_table, snapshot_mode)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING table_id",
-								  7, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+								  " staging_table, snapshot_mode, on_retention_overrun)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING table_id",
+								  8, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "could not insert into mssql_cdc.tables");
 		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
@@ -745,6 +777,7 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 							  " snapshot_total_estimate = NULL, snapshot_started_at = NULL,"
 							  " last_error = NULL, last_error_at = NULL,"
 							  " consecutive_failures = 0,"
+							  " condition = NULL, hint = NULL, warning = NULL, warning_hint = NULL,"
 							  " resnapshot_requested_at = pg_catalog.now(),"
 							  " updated_at = pg_catalog.now()",
 							  1, types, args, NULL, false, 0) != SPI_OK_INSERT)
@@ -753,5 +786,59 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 	end_catalog_write(&scope);
 
 	mssql_cdc_wake_launcher_at_commit();
+	PG_RETURN_VOID();
+}
+
+/*
+ * mssql_cdc.set_table_option(server name, source_table text, option text,
+ *                            value text) → void
+ *
+ * Change a per-table setting of a captured table; the same permission
+ * rules as resnapshot.  Options: on_retention_overrun ('error' |
+ * 'resnapshot').  The worker reads it at its next poll.
+ */
+Datum
+mssql_cdc_set_table_option(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	char	   *server_name;
+	char	   *option;
+	char	   *value;
+	int32		table_id;
+	MssqlSnapshotMode mode;
+	MssqlOverrunPolicy policy;
+	CatalogOwnerScope scope;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		args[2];
+
+	require_argument(fcinfo, 2, "option");
+	require_argument(fcinfo, 3, "value");
+	option = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	value = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	if (strcmp(option, "on_retention_overrun") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown table option \"%s\"", option),
+				 errhint("Valid options are: on_retention_overrun.")));
+
+	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
+
+	args[0] = Int32GetDatum(table_id);
+	if (SPI_execute_with_args("SELECT snapshot_mode FROM mssql_cdc.tables"
+							  " WHERE table_id OPERATOR(pg_catalog.=) $1",
+							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1 ||
+		!catalog_snapshot_mode_from_name(SPI_getvalue(SPI_tuptable->vals[0],
+													  SPI_tuptable->tupdesc, 1), &mode))
+		elog(ERROR, "could not read mssql_cdc.tables");
+	policy = parse_overrun_policy(value, mode);
+
+	args[1] = CStringGetTextDatum(catalog_overrun_policy_name(policy));
+	if (SPI_execute_with_args("UPDATE mssql_cdc.tables SET on_retention_overrun = $2"
+							  " WHERE table_id OPERATOR(pg_catalog.=) $1",
+							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update mssql_cdc.tables");
+
+	end_catalog_write(&scope);
 	PG_RETURN_VOID();
 }

@@ -3,13 +3,18 @@
  * apply.c
  *		Apply one CDC window to the staging tables (see apply.h).
  *
- * Rows are streamed from the TDS result straight into the staging table:
- * nothing of the window is buffered beyond the current row, whose memory
- * is reset per row.  Inserts go through one prepared SPI statement per
- * table and window, executed with the privileges of the server's run_as
- * role (SECURITY_RESTRICTED_OPERATION, like autovacuum runs user code), so
- * the worker never writes a user table as superuser.  The catalog rows
- * are written as the extension owner.
+ * Rows are streamed from the TDS result into the staging table through a
+ * StagingWriter (staging_writer.h): in bulk batches of at most
+ * mssql_cdc.insert_batch_rows rows (and about 1 MB), or row by row through
+ * SPI where a bulk insert would not behave like INSERT.  Nothing of a
+ * window is kept beyond the current batch.  The writer works with the
+ * privileges of the server's run_as role (SECURITY_RESTRICTED_OPERATION,
+ * like autovacuum runs user code), so the worker never writes a user
+ * table as superuser.  The catalog rows are written as the extension owner.
+ *
+ * Values are converted from their TDS binary form straight to Datums where
+ * the column type allows it (tds_convert.h), the LSN columns are copied as
+ * bytes and the operation labels are looked up once per unit.
  *
  * Staging layout (staging.h): the staged source columns (named by
  * staging_column_name), then _cdc_lsn, _cdc_seqval, _cdc_op,
@@ -42,6 +47,11 @@
 #include "cdc_window.h"
 #include "source_schema.h"
 #include "staging.h"
+#include "staging_writer.h"
+#include "tds_convert.h"
+
+/* the input function of mssql_cdc.lsn (src/lsn.c) */
+extern PGDLLEXPORT Datum mssql_cdc_lsn_in(PG_FUNCTION_ARGS);
 
 /* Where the value of one staging column comes from */
 typedef enum StagingSource
@@ -57,20 +67,36 @@ typedef enum StagingSource
 typedef struct StagingColumn
 {
 	char	   *name;
+	AttrNumber	attnum;
 	StagingSource source;
 	int			tds_col;		/* result column, for FROM_DATA */
-	Oid			typid;
-	int32		typmod;
-	FmgrInfo	input;
-	Oid			ioparam;
+	/* FROM_DATA read as is: its SQL Server type; NULL when read converted */
+	const char *plain_source_type;
+	TdsDatumTarget target;		/* the staging column's type */
 } StagingColumn;
 
-static Datum lsn_text(const MssqlLsn *lsn);
-
-/* __$operation 1..4 as the staging table's _cdc_op labels */
+/* __$operation 1..4 as the staging table's _cdc_op labels; 0: snapshot */
+#define OPERATION_SNAPSHOT	0
 static const char *const operation_labels[] = {
-	NULL, "delete", "insert", "update_before", "update_after"
+	"snapshot", "delete", "insert", "update_before", "update_after"
 };
+
+/*
+ * The staging side of one unit (a window or a chunk): the columns, the
+ * writer, and the values of the row being built.
+ */
+typedef struct StagingUnit
+{
+	StagingColumn *cols;
+	int			ncols;
+	StagingWriter *writer;
+	Datum	   *values;
+	bool	   *nulls;
+	Datum		op_datums[lengthof(operation_labels)];
+	bool		lsn_binary;		/* _cdc_lsn/_cdc_seqval are mssql_cdc.lsn */
+} StagingUnit;
+
+static Datum lsn_text(const MssqlLsn *lsn);
 
 static StagingSource
 metadata_source(const char *name, bool *known)
@@ -101,7 +127,7 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 				 StagingColumn **columns, List **select_exprs)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	StagingColumn *cols = palloc0(sizeof(StagingColumn) * desc->natts);
+	StagingColumn *cols = palloc0(sizeof(StagingColumn) * Max(desc->natts, 1));
 	int			ncols = 0;
 	int			seen_meta = 0;
 	int			i;
@@ -112,14 +138,12 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 		StagingColumn *col;
 		bool		is_meta;
-		Oid			infunc;
 
 		if (att->attisdropped || att->attgenerated)
 			continue;
 		col = &cols[ncols];
 		col->name = pstrdup(NameStr(att->attname));
-		col->typid = att->atttypid;
-		col->typmod = att->atttypmod;
+		col->attnum = att->attnum;
 		col->source = metadata_source(col->name, &is_meta);
 		if (is_meta)
 			seen_meta |= 1 << col->source;
@@ -139,16 +163,22 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 			}
 			if (match == NULL)
 				continue;		/* a user-added column: its default applies */
+			{
+				char	   *pg_type;
+				char	   *conversion;
+
+				mssql_type_to_pg(match, &pg_type, &conversion);
+				col->plain_source_type = conversion ? NULL : match->type_name;
+			}
 			*select_exprs = lappend(*select_exprs, mssql_column_select_expr(match));
 			col->tds_col = first_data_col + list_length(*select_exprs) - 1;
 		}
-		if (col->source == FROM_COMMIT_TIME && col->typid != TIMESTAMPTZOID)
+		if (col->source == FROM_COMMIT_TIME && att->atttypid != TIMESTAMPTZOID)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column _cdc_commit_time of staging table \"%s\" must be of type timestamptz",
 							RelationGetRelationName(rel))));
-		getTypeInputInfo(col->typid, &infunc, &col->ioparam);
-		fmgr_info(infunc, &col->input);
+		tds_datum_target_init(&col->target, att->atttypid, att->atttypmod);
 		ncols++;
 	}
 
@@ -181,26 +211,95 @@ open_staging(const MssqlCdcTable *table)
 	return table_open(relid, RowExclusiveLock);
 }
 
-static char *
-build_insert(Relation rel, StagingColumn *cols, int ncols)
+/*
+ * Describe the staging table and open its writer as run_as; the labels of
+ * _cdc_op are converted once here.
+ */
+static StagingUnit *
+staging_unit_open(Relation rel, const MssqlSourceTable *src, int first_data_col,
+				  Oid run_as, List **select_exprs)
 {
-	StringInfoData sql;
+	StagingUnit *unit = palloc0(sizeof(StagingUnit));
+	AttrNumber *attnums;
 	int			i;
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s.%s (",
-					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
-					 quote_identifier(RelationGetRelationName(rel)));
-	for (i = 0; i < ncols; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "", quote_identifier(cols[i].name));
-	appendStringInfoString(&sql, ") VALUES (");
-	for (i = 0; i < ncols; i++)
-		appendStringInfo(&sql, "%s$%d", i ? ", " : "", i + 1);
-	appendStringInfoChar(&sql, ')');
-	return sql.data;
+	unit->ncols = describe_staging(rel, src, first_data_col, &unit->cols, select_exprs);
+	attnums = palloc(sizeof(AttrNumber) * Max(unit->ncols, 1));
+	unit->values = palloc(sizeof(Datum) * Max(unit->ncols, 1));
+	unit->nulls = palloc(sizeof(bool) * Max(unit->ncols, 1));
+	for (i = 0; i < unit->ncols; i++)
+	{
+		StagingColumn *col = &unit->cols[i];
+
+		attnums[i] = col->attnum;
+		if (col->source == FROM_OPERATION)
+		{
+			int			op;
+
+			for (op = 0; op < lengthof(operation_labels); op++)
+				unit->op_datums[op] = InputFunctionCall(&col->target.input,
+														(char *) operation_labels[op],
+														col->target.ioparam,
+														col->target.typmod);
+		}
+		if (col->source == FROM_LSN)
+			unit->lsn_binary = col->target.input.fn_addr == mssql_cdc_lsn_in;
+	}
+	for (i = 0; i < unit->ncols; i++)
+		if (unit->cols[i].source == FROM_SEQVAL &&
+			unit->cols[i].target.input.fn_addr != mssql_cdc_lsn_in)
+			unit->lsn_binary = false;
+	unit->writer = staging_writer_open(RelationGetRelid(rel), run_as, attnums, unit->ncols);
+	return unit;
 }
 
-static bool
+static void
+staging_unit_close(StagingUnit *unit)
+{
+	staging_writer_close(unit->writer);
+}
+
+/*
+ * Each data column of the current result must be of a type its source
+ * column can arrive as (tds_expect_col_source_type): a server that sends,
+ * say, text where an int was asked for is broken, and reading that text
+ * could store wrong values.
+ */
+static void
+check_data_types(TdsSession *session, StagingUnit *unit, const char *what)
+{
+	int			i;
+
+	for (i = 0; i < unit->ncols; i++)
+	{
+		StagingColumn *col = &unit->cols[i];
+
+		if (col->source == FROM_DATA)
+			tds_expect_col_source_type(session, col->tds_col, col->plain_source_type,
+									   col->name, what);
+	}
+}
+
+/* An LSN as a value of the staging column (in the current context) */
+static Datum
+lsn_datum(StagingUnit *unit, StagingColumn *col, const MssqlLsn *lsn)
+{
+	char		buf[MSSQL_LSN_TEXT_SIZE];
+
+	if (unit->lsn_binary)
+	{
+		/* mssql_cdc.lsn is the 10 bytes themselves, passed by reference */
+		MssqlLsn   *copy = palloc(sizeof(MssqlLsn));
+
+		*copy = *lsn;
+		return MssqlLsnPGetDatum(copy);
+	}
+	mssql_lsn_format(lsn, buf);
+	return InputFunctionCall(&col->target.input, buf, col->target.ioparam,
+							 col->target.typmod);
+}
+
+static void
 row_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 {
 	int			len;
@@ -213,81 +312,129 @@ row_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 						tds_session_server_name(session),
 						col == CDC_COL_START_LSN ? "__$start_lsn" : "__$seqval")));
 	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
+}
+
+/* __$operation of the current change row, 1..4 */
+static int
+row_operation(TdsSession *session)
+{
+	static TdsDatumTarget int4_target;
+	static bool ready = false;
+	bool		isnull;
+	int32		op;
+
+	if (!ready)
+	{
+		/* kept for the life of the process */
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		tds_datum_target_init(&int4_target, INT4OID, -1);
+		MemoryContextSwitchTo(oldcxt);
+		ready = true;
+	}
+	op = DatumGetInt32(tds_col_datum(session, CDC_COL_OPERATION, &int4_target, &isnull));
+	if (isnull || op < 1 || op > 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("SQL Server (server \"%s\") returned an unknown __$operation %s",
+						tds_session_server_name(session),
+						isnull ? "NULL" : psprintf("%d", op))));
+	return op;
+}
+
+/*
+ * __$start_lsn's commit time as the real instant: the naive datetime read
+ * as if it were UTC, then shifted by the server's offset (as
+ * cdc_col_local_time does, without the text round trip).
+ */
+static bool
+row_commit_time(TdsSession *session, int utc_offset, Datum *value)
+{
+	static TdsDatumTarget naive;
+	static bool naive_ready = false;
+	bool		isnull;
+	Datum		local;
+
+	if (!naive_ready)
+	{
+		/* kept for the life of the process */
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		tds_datum_target_init(&naive, TIMESTAMPOID, -1);
+		MemoryContextSwitchTo(oldcxt);
+		naive_ready = true;
+	}
+	local = tds_col_datum(session, CDC_COL_COMMIT_TIME, &naive, &isnull);
+	if (isnull)
+		return false;
+	*value = TimestampTzGetDatum(DatumGetTimestamp(local) -
+								 (int64) utc_offset * 60 * USECS_PER_SEC);
 	return true;
 }
 
-static Datum
-input_text(StagingColumn *col, char *text)
+/* What orders change rows: the change query sorts by all three */
+typedef struct ChangeKey
 {
-	return InputFunctionCall(&col->input, text, col->ioparam, col->typmod);
+	MssqlLsn	start_lsn;
+	MssqlLsn	seqval;
+	int			op;
+} ChangeKey;
+
+static int
+change_key_cmp(const ChangeKey *a, const ChangeKey *b)
+{
+	int			c = mssql_lsn_cmp(&a->start_lsn, &b->start_lsn);
+
+	if (c == 0)
+		c = mssql_lsn_cmp(&a->seqval, &b->seqval);
+	if (c == 0)
+		c = (a->op > b->op) - (a->op < b->op);
+	return c;
 }
 
-/* One change row of the current TDS result as the statement's parameters */
+/*
+ * One change row of the current TDS result as the unit's values; *key
+ * gets its position (key->start_lsn is already set by the caller).
+ */
 static void
-row_values(TdsSession *session, StagingColumn *cols, int ncols, int utc_offset,
-		   const MssqlLsn *start_lsn, Datum *values, char *nulls)
+change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, ChangeKey *key)
 {
-	MssqlLsn	seqval;
-	char		buf[MSSQL_LSN_TEXT_SIZE];
-	int			op = 0;
+	const MssqlLsn *start_lsn = &key->start_lsn;
+	const MssqlLsn *seqval = &key->seqval;
+	int			op;
 	int			i;
 
-	row_lsn(session, CDC_COL_SEQVAL, &seqval);
+	row_lsn(session, CDC_COL_SEQVAL, &key->seqval);
+	op = key->op = row_operation(session);
+
+	for (i = 0; i < unit->ncols; i++)
 	{
-		char	   *optext = tds_col_text(session, CDC_COL_OPERATION);
+		StagingColumn *col = &unit->cols[i];
+		bool	   *isnull = &unit->nulls[i];
+		Datum	   *value = &unit->values[i];
 
-		if (optext != NULL)
-			op = pg_strtoint32(optext);
-		if (op < 1 || op > 4)
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-					 errmsg("SQL Server (server \"%s\") returned an unknown __$operation %s",
-							tds_session_server_name(session), optext ? optext : "NULL")));
-	}
-
-	for (i = 0; i < ncols; i++)
-	{
-		StagingColumn *col = &cols[i];
-		char	   *text = NULL;
-
-		nulls[i] = ' ';
+		*isnull = false;
 		switch (col->source)
 		{
 			case FROM_DATA:
-				text = tds_col_text(session, col->tds_col);
+				*value = tds_col_datum(session, col->tds_col, &col->target, isnull);
 				break;
 			case FROM_LSN:
-				mssql_lsn_format(start_lsn, buf);
-				text = buf;
+				*value = lsn_datum(unit, col, start_lsn);
 				break;
 			case FROM_SEQVAL:
-				mssql_lsn_format(&seqval, buf);
-				text = buf;
+				*value = lsn_datum(unit, col, seqval);
 				break;
 			case FROM_OPERATION:
-				text = (char *) operation_labels[op];
+				*value = unit->op_datums[op];
 				break;
 			case FROM_UPDATE_MASK:
-				text = tds_col_text(session, CDC_COL_UPDATE_MASK);
+				*value = tds_col_datum(session, CDC_COL_UPDATE_MASK, &col->target, isnull);
 				break;
 			case FROM_COMMIT_TIME:
-				{
-					TimestampTz t;
-
-					if (cdc_col_local_time(session, CDC_COL_COMMIT_TIME, utc_offset, &t))
-						values[i] = TimestampTzGetDatum(t);
-					else
-						nulls[i] = 'n';
-					continue;
-				}
+				*isnull = !row_commit_time(session, utc_offset, value);
+				break;
 		}
-		if (text == NULL)
-		{
-			values[i] = (Datum) 0;
-			nulls[i] = 'n';
-		}
-		else
-			values[i] = input_text(col, text);
 	}
 }
 
@@ -300,90 +447,73 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	List	   *select_exprs;
 	const char *capture_instance = src->capture_instance->name;
 	Relation	rel;
-	StagingColumn *cols;
-	int			ncols;
-	Oid		   *argtypes;
-	Datum	   *values;
-	char	   *nulls;
-	char	   *sql;
-	SPIPlanPtr	plan;
-	MemoryContext rowcxt;
+	StagingUnit *unit;
 	MemoryContext oldcxt;
-	Oid			save_userid;
-	int			save_sec_context;
-	MssqlLsn	last_lsn;
+	ChangeKey	last;
 	bool		have_last = false;
-	int			i;
+	int			expected_cols;
 
 	/* the lock INSERT takes anyway; held to commit */
 	rel = open_staging(table);
-	ncols = describe_staging(rel, src, CDC_COL_FIRST_DATA, &cols, &select_exprs);
-	sql = build_insert(rel, cols, ncols);
+	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &select_exprs);
 	table_close(rel, NoLock);
-
-	argtypes = palloc(sizeof(Oid) * ncols);
-	values = palloc(sizeof(Datum) * ncols);
-	nulls = palloc(sizeof(char) * ncols);
-	for (i = 0; i < ncols; i++)
-		argtypes[i] = cols[i].typid;
-
-	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc apply row",
-								   ALLOCSET_DEFAULT_SIZES);
-
-	/* every staging access with the run_as role's privileges */
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(run_as, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(sql, ncols, argtypes);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(select_exprs);
 
 	cdc_start_changes(session, capture_instance, select_exprs, from, to);
 	while (tds_next_result(session))
 	{
-		if (tds_num_cols(session) < CDC_COL_FIRST_DATA - 1 + list_length(select_exprs))
-		{
-			while (tds_next_row(session))
-				;
-			continue;
-		}
+		int			ncols = tds_num_cols(session);
+
+		if (ncols == 0)
+			continue;			/* a statement without a result set */
+
+		/*
+		 * The change query has exactly one result of this shape; skipping
+		 * another shape would commit the window without its rows.
+		 */
+		tds_expect_num_cols(session, expected_cols, "reading changes");
+		tds_expect_col_kind(session, CDC_COL_START_LSN, TDS_COL_BINARY, "__$start_lsn",
+							"reading changes");
+		tds_expect_col_kind(session, CDC_COL_SEQVAL, TDS_COL_BINARY, "__$seqval",
+							"reading changes");
+		tds_expect_col_kind(session, CDC_COL_OPERATION, TDS_COL_INTEGER, "__$operation",
+							"reading changes");
+		tds_expect_col_kind(session, CDC_COL_UPDATE_MASK, TDS_COL_BINARY, "__$update_mask",
+							"reading changes");
+		check_data_types(session, unit, "reading changes");
 		while (tds_next_row(session))
 		{
-			MssqlLsn	start_lsn;
-			int			rc;
+			ChangeKey	key;
 
 			CHECK_FOR_INTERRUPTS();
-			MemoryContextReset(rowcxt);
-			oldcxt = MemoryContextSwitchTo(rowcxt);
+			oldcxt = MemoryContextSwitchTo(staging_writer_row_context(unit->writer));
 
-			row_lsn(session, CDC_COL_START_LSN, &start_lsn);
-			if (mssql_lsn_cmp(&start_lsn, from) < 0 || mssql_lsn_cmp(&start_lsn, to) > 0)
+			row_lsn(session, CDC_COL_START_LSN, &key.start_lsn);
+			if (mssql_lsn_cmp(&key.start_lsn, from) < 0 || mssql_lsn_cmp(&key.start_lsn, to) > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("SQL Server (server \"%s\") returned a change outside the requested LSN range",
 								tds_session_server_name(session))));
-			if (!have_last || mssql_lsn_cmp(&start_lsn, &last_lsn) != 0)
-			{
+			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
 				result.transactions++;
-				last_lsn = start_lsn;
-				have_last = true;
-			}
-			row_values(session, cols, ncols, utc_offset_minutes, &start_lsn, values, nulls);
+			change_row_values(session, unit, utc_offset_minutes, &key);
+
+			/* the query orders by these: a repeat or a step back is a broken server */
+			if (have_last && change_key_cmp(&key, &last) <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("SQL Server (server \"%s\") returned change rows out of order",
+								tds_session_server_name(session))));
+			last = key;
+			have_last = true;
 			MemoryContextSwitchTo(oldcxt);
 
-			rc = SPI_execute_plan(plan, values, nulls, false, 0);
-			if (rc != SPI_OK_INSERT)
-				elog(ERROR, "insert into staging table failed: %s", SPI_result_code_string(rc));
+			staging_writer_add(unit->writer, unit->values, unit->nulls);
 			result.rows++;
 		}
 	}
 
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-	MemoryContextDelete(rowcxt);
+	staging_unit_close(unit);
 	return result;
 }
 
@@ -391,16 +521,10 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 
 struct SnapshotInsert
 {
-	StagingColumn *cols;
-	int			ncols;
-	SPIPlanPtr	plan;
-	Datum	   *values;
-	char	   *nulls;
-	MemoryContext rowcxt;
-	Oid			save_userid;
-	int			save_sec_context;
+	StagingUnit *unit;
 	MssqlLsn	lsn;			/* L0, the _cdc_lsn of every snapshot row */
 	MssqlLsn	next_seqval;	/* big-endian row counter */
+	bool		types_checked;
 };
 
 /* 80-bit big-endian +1; a snapshot never gets near 2^80 rows */
@@ -418,33 +542,58 @@ seqval_increment(MssqlLsn *seqval)
  * The first free _cdc_seqval for snapshot rows at L0: after the highest
  * one a previous (interrupted or earlier) snapshot with the same L0 left,
  * so a resumed or repeated snapshot can never collide on the primary key.
- * Runs as run_as inside the caller's SPI connection.
+ * Runs as run_as, like the inserts.
  */
 static void
-first_free_seqval(Relation rel, const MssqlLsn *l0, MssqlLsn *seqval)
+first_free_seqval(Relation rel, Oid run_as, const MssqlLsn *l0, MssqlLsn *seqval)
 {
 	char	   *sql;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	bool		isnull;
+	Oid			save_userid;
+	int			save_sec_context;
+	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	memset(seqval->bytes, 0, MSSQL_LSN_BYTES);
 	values[0] = lsn_text(l0);
-	sql = psprintf("SELECT _cdc_seqval::text FROM %s.%s"
-				   " WHERE _cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn"
-				   " AND _cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
-				   " ORDER BY _cdc_seqval DESC LIMIT 1",
+	/*
+	 * Qualified names: a bare "ORDER BY _cdc_seqval" would sort by the
+	 * output column (the text), which no index provides, so every chunk
+	 * would read and sort all snapshot rows at L0.  This is one backward
+	 * step in the primary key.
+	 */
+	sql = psprintf("SELECT s._cdc_seqval::text FROM %s.%s s"
+				   " WHERE s._cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn"
+				   " AND s._cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
+				   " ORDER BY s._cdc_seqval DESC LIMIT 1",
 				   quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
 				   quote_identifier(RelationGetRelationName(rel)));
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(run_as, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args(sql, 1, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the staging table's snapshot rows");
 	if (SPI_processed == 1)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-		if (!isnull && !mssql_lsn_parse(TextDatumGetCString(d), seqval))
-			elog(ERROR, "invalid _cdc_seqval in staging table");
+		if (!isnull)
+		{
+			MemoryContext spicxt = MemoryContextSwitchTo(caller_cxt);
+			bool		ok = mssql_lsn_parse(TextDatumGetCString(d), seqval);
+
+			MemoryContextSwitchTo(spicxt);
+			if (!ok)
+				elog(ERROR, "invalid _cdc_seqval in staging table");
+		}
 	}
+	SPI_finish();
+	MemoryContextSwitchTo(caller_cxt);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	seqval_increment(seqval);
 }
 
@@ -453,99 +602,68 @@ apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, 
 					   const MssqlLsn *l0, List **select_exprs)
 {
 	SnapshotInsert *ins = palloc0(sizeof(SnapshotInsert));
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	Relation	rel;
-	Oid		   *argtypes;
-	char	   *sql;
-	int			i;
 
 	rel = open_staging(table);
-	/* the snapshot SELECT returns the staged columns from column 1 on */
-	ins->ncols = describe_staging(rel, src, 1, &ins->cols, select_exprs);
-	sql = build_insert(rel, ins->cols, ins->ncols);
-	ins->values = palloc(sizeof(Datum) * ins->ncols);
-	ins->nulls = palloc(sizeof(char) * ins->ncols);
-	argtypes = palloc(sizeof(Oid) * ins->ncols);
-	for (i = 0; i < ins->ncols; i++)
-		argtypes[i] = ins->cols[i].typid;
 	ins->lsn = *l0;
-	ins->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc snapshot row",
-										ALLOCSET_DEFAULT_SIZES);
-
-	GetUserIdAndSecContext(&ins->save_userid, &ins->save_sec_context);
-	SetUserIdAndSecContext(run_as, ins->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	first_free_seqval(rel, l0, &ins->next_seqval);
+	first_free_seqval(rel, run_as, l0, &ins->next_seqval);
+	/* the snapshot SELECT returns the staged columns from column 1 on */
+	ins->unit = staging_unit_open(rel, src, 1, run_as, select_exprs);
 	table_close(rel, NoLock);
-	ins->plan = SPI_prepare(sql, ins->ncols, argtypes);
-	if (ins->plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-
-	/*
-	 * Back to the caller's context: what the caller allocates until
-	 * apply_snapshot_finish must survive SPI_finish (the plan lives in
-	 * SPI's procedure context until then).
-	 */
-	MemoryContextSwitchTo(caller_cxt);
 	return ins;
 }
 
 void
 apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
 {
-	char		lsnbuf[MSSQL_LSN_TEXT_SIZE];
-	char		seqbuf[MSSQL_LSN_TEXT_SIZE];
+	StagingUnit *unit = ins->unit;
 	MemoryContext oldcxt;
-	int			rc;
 	int			i;
 
-	MemoryContextReset(ins->rowcxt);
-	oldcxt = MemoryContextSwitchTo(ins->rowcxt);
-	mssql_lsn_format(&ins->lsn, lsnbuf);
-	mssql_lsn_format(&ins->next_seqval, seqbuf);
-	for (i = 0; i < ins->ncols; i++)
+	/* a chunk is one result: its column types are checked at its first row */
+	if (!ins->types_checked)
 	{
-		StagingColumn *col = &ins->cols[i];
-		char	   *text = NULL;
+		check_data_types(session, unit, "reading a snapshot chunk");
+		ins->types_checked = true;
+	}
+	oldcxt = MemoryContextSwitchTo(staging_writer_row_context(unit->writer));
+	for (i = 0; i < unit->ncols; i++)
+	{
+		StagingColumn *col = &unit->cols[i];
 
+		unit->nulls[i] = false;
 		switch (col->source)
 		{
 			case FROM_DATA:
-				text = tds_col_text(session, col->tds_col);
+				unit->values[i] = tds_col_datum(session, col->tds_col, &col->target,
+												&unit->nulls[i]);
 				break;
 			case FROM_LSN:
-				text = lsnbuf;
+				unit->values[i] = lsn_datum(unit, col, &ins->lsn);
 				break;
 			case FROM_SEQVAL:
-				text = seqbuf;
+				unit->values[i] = lsn_datum(unit, col, &ins->next_seqval);
 				break;
 			case FROM_OPERATION:
-				text = "snapshot";
+				unit->values[i] = unit->op_datums[OPERATION_SNAPSHOT];
 				break;
 			case FROM_COMMIT_TIME:	/* no source commit made this row */
 			case FROM_UPDATE_MASK:
-				text = NULL;
+				unit->values[i] = (Datum) 0;
+				unit->nulls[i] = true;
 				break;
 		}
-		ins->nulls[i] = text ? ' ' : 'n';
-		ins->values[i] = text ? input_text(col, text) : (Datum) 0;
 	}
 	MemoryContextSwitchTo(oldcxt);
 
-	rc = SPI_execute_plan(ins->plan, ins->values, ins->nulls, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "insert into staging table failed: %s", SPI_result_code_string(rc));
+	staging_writer_add(unit->writer, unit->values, unit->nulls);
 	seqval_increment(&ins->next_seqval);
 }
 
 void
 apply_snapshot_finish(SnapshotInsert *ins)
 {
-	SPI_finish();
-	SetUserIdAndSecContext(ins->save_userid, ins->save_sec_context);
-	MemoryContextDelete(ins->rowcxt);
+	staging_unit_close(ins->unit);
 }
 
 /* ---- catalog rows (as the extension owner) ------------------------------ */

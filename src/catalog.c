@@ -130,6 +130,26 @@ catalog_phase_name(MssqlTablePhase phase)
 	return "pending";			/* keep compiler quiet */
 }
 
+const char *
+catalog_overrun_policy_name(MssqlOverrunPolicy policy)
+{
+	return policy == MSSQL_OVERRUN_RESNAPSHOT ? "resnapshot" : "error";
+}
+
+bool
+catalog_overrun_policy_from_name(const char *name, MssqlOverrunPolicy *policy)
+{
+	if (name == NULL)
+		return false;
+	if (strcmp(name, "error") == 0)
+		*policy = MSSQL_OVERRUN_ERROR;
+	else if (strcmp(name, "resnapshot") == 0)
+		*policy = MSSQL_OVERRUN_RESNAPSHOT;
+	else
+		return false;
+	return true;
+}
+
 static MssqlTablePhase
 phase_from_name(const char *name)
 {
@@ -276,7 +296,7 @@ catalog_get_server_tables(const char *server_name)
 							  " t.staging_table, t.snapshot_mode,"
 							  " coalesce(s.phase, 'pending'), s.checkpoint_lsn,"
 							  " s.snapshot_lsn, s.snapshot_last_key,"
-							  " coalesce(s.snapshot_rows, 0)"
+							  " coalesce(s.snapshot_rows, 0), t.on_retention_overrun"
 							  " FROM mssql_cdc.tables t"
 							  " LEFT JOIN mssql_cdc.table_state s"
 							  " ON s.table_id OPERATOR(pg_catalog.=) t.table_id"
@@ -311,6 +331,9 @@ catalog_get_server_tables(const char *server_name)
 		t->has_snapshot_lsn = spi_lsn(tuple, desc, 11, &t->snapshot_lsn);
 		t->snapshot_last_key = spi_text_array(tuple, desc, 12, caller_cxt);
 		t->snapshot_rows = DatumGetInt64(SPI_getbinval(tuple, desc, 13, &isnull));
+		if (!catalog_overrun_policy_from_name(SPI_getvalue(tuple, desc, 14),
+											  &t->on_retention_overrun))
+			elog(ERROR, "unexpected on_retention_overrun in mssql_cdc.tables");
 
 		old = MemoryContextSwitchTo(caller_cxt);
 		result = lappend(result, t);
@@ -326,9 +349,19 @@ catalog_record_error(const char *server_name, int32 table_id,
 					 const char *detail, const char *hint,
 					 int remote_error_number)
 {
-	Oid			argtypes[7] = {NAMEOID, INT4OID, BPCHAROID, TEXTOID, TEXTOID, TEXTOID, INT4OID};
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	catalog_record_error_condition(server_name, table_id, sqlstate, message, detail, hint,
+								   remote_error_number, NULL);
+}
+
+void
+catalog_record_error_condition(const char *server_name, int32 table_id,
+							   const char *sqlstate, const char *message,
+							   const char *detail, const char *hint,
+							   int remote_error_number, const char *condition)
+{
+	Oid			argtypes[8] = {NAMEOID, INT4OID, BPCHAROID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID};
+	Datum		args[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	Oid			trim_types[2] = {NAMEOID, INT8OID};
 	Datum		trim_args[2];
 	CatalogOwnerScope scope;
@@ -350,12 +383,15 @@ catalog_record_error(const char *server_name, int32 table_id,
 	args[6] = Int32GetDatum(remote_error_number);
 	if (remote_error_number == 0)
 		nulls[6] = 'n';
+	args[7] = condition ? CStringGetTextDatum(condition) : (Datum) 0;
+	if (condition == NULL)
+		nulls[7] = 'n';
 
 	catalog_spi_begin(&scope);
 	if (SPI_execute_with_args("INSERT INTO mssql_cdc.errors (server_name, table_id, sqlstate,"
-							  " message, detail, hint, remote_error_number)"
-							  " VALUES ($1, $2, $3::pg_catalog.bpchar, $4, $5, $6, $7)",
-							  7, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
+							  " message, detail, hint, remote_error_number, condition)"
+							  " VALUES ($1, $2, $3::pg_catalog.bpchar, $4, $5, $6, $7, $8)",
+							  8, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert into mssql_cdc.errors");
 
 	/* Keep the log bounded: drop everything older than the newest N rows. */
@@ -371,4 +407,125 @@ catalog_record_error(const char *server_name, int32 table_id,
 							  2, trim_types, trim_args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not trim mssql_cdc.errors");
 	catalog_spi_end(&scope);
+}
+
+/* Run one catalog UPDATE as the extension owner; returns the row count. */
+static uint64
+catalog_update(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	CatalogOwnerScope scope;
+	uint64		processed;
+
+	catalog_spi_begin(&scope);
+	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update the mssql_cdc catalog");
+	processed = SPI_processed;
+	catalog_spi_end(&scope);
+	return processed;
+}
+
+static void
+text_or_null(const char *value, Datum *datum, char *null)
+{
+	*datum = value ? CStringGetTextDatum(value) : (Datum) 0;
+	*null = value ? ' ' : 'n';
+}
+
+void
+catalog_set_server_condition(const char *server_name, const char *condition, const char *hint)
+{
+	Oid			types[3] = {NAMEOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(server_name));
+	text_or_null(condition, &values[1], &nulls[1]);
+	text_or_null(hint, &values[2], &nulls[2]);
+	catalog_update("UPDATE mssql_cdc.servers SET condition = $2, hint = $3"
+				   " WHERE server_name OPERATOR(pg_catalog.=) $1",
+				   3, types, values, nulls);
+}
+
+void
+catalog_set_table_condition(int32 table_id, const char *condition, const char *hint)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = Int32GetDatum(table_id);
+	text_or_null(condition, &values[1], &nulls[1]);
+	text_or_null(hint, &values[2], &nulls[2]);
+	catalog_update("UPDATE mssql_cdc.table_state SET condition = $2, hint = $3"
+				   " WHERE table_id OPERATOR(pg_catalog.=) $1",
+				   3, types, values, nulls);
+}
+
+bool
+catalog_set_server_warning(const char *server_name, const char *warning,
+						   const char *hint, const char *message)
+{
+	Oid			types[4] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(server_name));
+	text_or_null(warning, &values[1], &nulls[1]);
+	text_or_null(hint, &values[2], &nulls[2]);
+	text_or_null(message, &values[3], &nulls[3]);
+	return catalog_update("UPDATE mssql_cdc.servers SET warning = $2, warning_hint = $3,"
+						  " last_error = coalesce($4, last_error),"
+						  " last_error_at = CASE WHEN $4 IS NULL THEN last_error_at"
+						  "  ELSE pg_catalog.now() END"
+						  " WHERE server_name OPERATOR(pg_catalog.=) $1"
+						  " AND warning IS DISTINCT FROM $2",
+						  4, types, values, nulls) > 0;
+}
+
+void
+catalog_set_table_warning(int32 table_id, const char *warning, const char *hint,
+						  bool keep_other)
+{
+	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, BOOLOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	values[0] = Int32GetDatum(table_id);
+	text_or_null(warning, &values[1], &nulls[1]);
+	text_or_null(hint, &values[2], &nulls[2]);
+	values[3] = BoolGetDatum(keep_other);
+	catalog_update("UPDATE mssql_cdc.table_state SET warning = $2, warning_hint = $3"
+				   " WHERE table_id OPERATOR(pg_catalog.=) $1"
+				   " AND NOT ($4 AND warning IS NOT NULL)",
+				   4, types, values, nulls);
+}
+
+bool
+catalog_resnapshot_after_overrun(int32 table_id, const char *message, const char *hint)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = Int32GetDatum(table_id);
+	values[1] = CStringGetTextDatum(message);
+	values[2] = CStringGetTextDatum(hint);
+
+	/*
+	 * The same reset as mssql_cdc.resnapshot() (the checkpoint guard allows
+	 * clearing the checkpoint only together with phase 'pending'), but only
+	 * from 'streaming': a concurrent remove_table, pause or resnapshot wins.
+	 * last_error keeps the overrun so status explains the new snapshot.
+	 */
+	return catalog_update("UPDATE mssql_cdc.table_state SET"
+						  " phase = 'pending', checkpoint_lsn = NULL, snapshot_lsn = NULL,"
+						  " snapshot_last_key = NULL, snapshot_rows = 0,"
+						  " snapshot_total_estimate = NULL, snapshot_started_at = NULL,"
+						  " last_error = $2, last_error_at = pg_catalog.now(),"
+						  " condition = NULL, hint = NULL, consecutive_failures = 0,"
+						  " warning = 'retention_overrun', warning_hint = $3,"
+						  " resnapshot_requested_at = pg_catalog.now(),"
+						  " updated_at = pg_catalog.now()"
+						  " WHERE table_id OPERATOR(pg_catalog.=) $1"
+						  " AND phase OPERATOR(pg_catalog.=) 'streaming'",
+						  3, types, values, NULL) > 0;
 }

@@ -27,10 +27,12 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "capture_stall.h"
 #include "compat.h"
 #include "launcher.h"
 #include "mssql_cdc.h"
 #include "shmem.h"
+#include "staging_writer.h"
 
 PG_MODULE_MAGIC;
 
@@ -145,6 +147,9 @@ _PG_init(void)
 						 "set mssql_cdc.database to the database that will hold the "
 						 "extension, and restart the server.")));
 
+	/* before define_settings, which reserves the "mssql_cdc" prefix */
+	staging_writer_define_gucs();
+	capture_stall_define_gucs();
 	define_settings();
 	cdc_shmem_install_hooks();
 	mssql_cdc_register_launcher();

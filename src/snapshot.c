@@ -36,6 +36,7 @@
 #include "apply.h"
 #include "mssql_cdc.h"
 #include "snapshot.h"
+#include "tds_convert.h"
 
 /* How a key value travels back into the keyset predicate */
 typedef enum KeyLiteralKind
@@ -162,19 +163,47 @@ quote_string(const char *prefix, const char *text)
 	return buf.data;
 }
 
-/* The key value in result column `col` of the current row as a T-SQL literal */
-static char *
-key_literal(TdsSession *session, const KeyColumn *key, int col)
+/*
+ * A key value of the last row copied, as the bytes db-lib delivered: kept
+ * per row (a copy, no conversion) and turned into a literal once per chunk.
+ */
+typedef struct RawKeyValue
+{
+	int			tds_type;
+	int			len;
+	int			cap;
+	uint8	   *data;
+} RawKeyValue;
+
+/* Keep the key value in result column `col` of the current row */
+static void
+save_key_value(TdsSession *session, const KeyColumn *key, int col, RawKeyValue *raw,
+			   MemoryContext cxt)
 {
 	int			len;
 	const uint8 *data = tds_col_data(session, col, &len);
-	char	   *text;
 
 	if (data == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_ERROR),
 				 errmsg("SQL Server (server \"%s\") returned NULL for primary key column %s",
 						tds_session_server_name(session), tds_quote_ident(key->col->name))));
+	if (len > raw->cap)
+	{
+		raw->cap = Max(len, 64);
+		raw->data = raw->data ? repalloc(raw->data, raw->cap) : MemoryContextAlloc(cxt, raw->cap);
+	}
+	raw->tds_type = tds_col_type(session, col);
+	raw->len = len;
+	memcpy(raw->data, data, len);
+}
+
+/* A kept key value as a T-SQL literal */
+static char *
+key_literal(const KeyColumn *key, const RawKeyValue *raw)
+{
+	char	   *text;
+
 	switch (key->kind)
 	{
 		case KEY_BINARY:
@@ -184,16 +213,22 @@ key_literal(TdsSession *session, const KeyColumn *key, int col)
 
 				initStringInfo(&buf);
 				appendStringInfoString(&buf, "0x");
-				for (i = 0; i < len; i++)
-					appendStringInfo(&buf, "%02X", data[i]);
+				for (i = 0; i < raw->len; i++)
+					appendStringInfo(&buf, "%02X", raw->data[i]);
 				return buf.data;
 			}
 		case KEY_BIT:
-			return pstrdup(data[0] ? "1" : "0");
+			return pstrdup(raw->len > 0 && raw->data[0] ? "1" : "0");
 		default:
 			break;
 	}
-	text = tds_col_text(session, col);
+
+	/*
+	 * Key columns arrive as numbers, uuids or strings (temporal keys are
+	 * read as text): none needs the connection to be rendered, which a
+	 * NULL dbproc makes sure of.
+	 */
+	text = tds_value_to_text(NULL, raw->tds_type, raw->data, raw->len);
 	switch (key->kind)
 	{
 		case KEY_VARCHAR:
@@ -355,6 +390,7 @@ snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
 	List	   *last_key = NIL;
 	MemoryContext keycxt;
 	MemoryContext oldcxt;
+	RawKeyValue *raw_keys;
 	bool		done;
 	int			i;
 
@@ -394,31 +430,44 @@ snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
 
 	keycxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc snapshot key",
 								   ALLOCSET_SMALL_SIZES);
+	raw_keys = MemoryContextAllocZero(keycxt, sizeof(RawKeyValue) * nkey);
 	tds_exec(session, sql.data);
 	while (tds_next_result(session))
 	{
-		if (tds_num_cols(session) < first_key_col - 1 + nkey)
-		{
-			while (tds_next_row(session))
-				;
-			continue;
-		}
+		int			ncols = tds_num_cols(session);
+
+		if (ncols == 0)
+			continue;			/* SET / BEGIN / COMMIT: no result set */
+
+		/*
+		 * The batch has exactly one result of this shape; skipping another
+		 * shape would end the snapshot with rows missing.
+		 */
+		tds_expect_num_cols(session, first_key_col - 1 + nkey, "reading a snapshot chunk");
 		while (tds_next_row(session))
 		{
 			CHECK_FOR_INTERRUPTS();
+			if (copied >= chunk_rows)
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("SQL Server (server \"%s\") sent more rows than the snapshot query's TOP (%d)",
+								tds_session_server_name(session), chunk_rows)));
 			apply_snapshot_row(ins, session);
 
 			/* only the last row's key is kept: one row's worth of memory */
-			MemoryContextReset(keycxt);
-			oldcxt = MemoryContextSwitchTo(keycxt);
-			last_key = NIL;
 			for (i = 0; i < nkey; i++)
-				last_key = lappend(last_key, key_literal(session, &keys[i], first_key_col + i));
-			MemoryContextSwitchTo(oldcxt);
+				save_key_value(session, &keys[i], first_key_col + i, &raw_keys[i], keycxt);
 			copied++;
 		}
 	}
 	apply_snapshot_finish(ins);
+	if (copied > 0)
+	{
+		oldcxt = MemoryContextSwitchTo(keycxt);
+		for (i = 0; i < nkey; i++)
+			last_key = lappend(last_key, key_literal(&keys[i], &raw_keys[i]));
+		MemoryContextSwitchTo(oldcxt);
+	}
 
 	/* a short chunk means the keyset is exhausted: hand over to streaming */
 	done = copied < chunk_rows;

@@ -48,8 +48,9 @@
  * result set that has them all (stored procedures also send results that do
  * not, which are skipped).  Returns a List of char *[ncols].
  */
-static List *
-fetch_rows(TdsSession *session, const char *sql, const char *const *names, int ncols)
+List *
+source_schema_fetch_rows(TdsSession *session, const char *sql, const char *const *names,
+						 int ncols)
 {
 	List	   *rows = NIL;
 	int		   *map = palloc(sizeof(int) * ncols);
@@ -137,7 +138,7 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE FROM INFORMATION_SCHEMA.COLUMNS "
 				   "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
 				   tds_quote_nstring(src->schema), tds_quote_nstring(src->table));
-	rows = fetch_rows(session, sql, names, lengthof(names));
+	rows = source_schema_fetch_rows(session, sql, names, lengthof(names));
 
 	if (rows == NIL)
 		ereport(ERROR,
@@ -176,7 +177,7 @@ read_computed(TdsSession *session, MssqlSourceTable *src)
 	List	   *rows;
 	ListCell   *lc;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  psprintf("SELECT name FROM sys.columns WHERE object_id = OBJECT_ID(%s) "
 							   "AND is_computed = 1", tds_quote_nstring(object)),
 					  names, 1);
@@ -197,7 +198,7 @@ read_primary_key(TdsSession *session, MssqlSourceTable *src)
 	List	   *rows;
 	ListCell   *lc;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  psprintf("EXEC sp_pkeys @table_name = %s, @table_owner = %s",
 							   tds_quote_nstring(src->table), tds_quote_nstring(src->schema)),
 					  names, 2);
@@ -221,7 +222,7 @@ require_cdc_database(TdsSession *session, MssqlSourceTable *src)
 	List	   *rows;
 	char	  **v;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  "SELECT is_cdc_enabled, name FROM sys.databases WHERE database_id = DB_ID()",
 					  names, 2);
 	if (rows == NIL)
@@ -240,8 +241,8 @@ require_cdc_database(TdsSession *session, MssqlSourceTable *src)
 }
 
 /* "\x0000002A000001F00003" (tds_convert's binary text) -> MssqlLsn */
-static bool
-parse_binary_lsn(const char *text, MssqlLsn *lsn)
+bool
+source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn)
 {
 	char	   *copy;
 
@@ -265,7 +266,7 @@ report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
 								  mssql_quote_identifier(src->table));
 	List	   *rows;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  psprintf("SELECT is_tracked_by_cdc FROM sys.tables WHERE object_id = OBJECT_ID(%s)",
 							   tds_quote_nstring(object)),
 					  names, 1);
@@ -292,7 +293,7 @@ read_capture_instances(TdsSession *session, MssqlSourceTable *src)
 	ListCell   *lc;
 	int			n = 0;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  psprintf("EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s",
 							   tds_quote_nstring(src->schema), tds_quote_nstring(src->table)),
 					  names, lengthof(names));
@@ -308,7 +309,7 @@ read_capture_instances(TdsSession *session, MssqlSourceTable *src)
 
 		ci->name = v[0];
 		ci->change_table_id = int_value(v[1], 0);
-		ci->has_start_lsn = parse_binary_lsn(v[2], &ci->start_lsn);
+		ci->has_start_lsn = source_schema_parse_binary_lsn(v[2], &ci->start_lsn);
 		ci->create_date = v[3] ? v[3] : "";
 	}
 }
@@ -400,7 +401,7 @@ read_captured_columns(TdsSession *session, MssqlSourceTable *src)
 	List	   *rows;
 	ListCell   *lc;
 
-	rows = fetch_rows(session,
+	rows = source_schema_fetch_rows(session,
 					  psprintf("SELECT column_name, column_ordinal, column_type, is_computed "
 							   "FROM cdc.captured_columns WHERE object_id = %d ORDER BY column_ordinal",
 							   src->capture_instance->change_table_id),

@@ -23,6 +23,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "parser/parse_type.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -384,4 +385,124 @@ staging_check_table(const char *staging_schema, const char *staging_table,
 
 	check_primary_key(rel, where);
 	table_close(rel, AccessShareLock);
+}
+
+/* ---- schema evolution: a new capture instance ------------------------------ */
+
+void
+staging_compare(const char *staging_schema, const char *staging_table,
+				const MssqlColumn *cols, int ncols, StagingDiff *diff)
+{
+	Oid			nspid = get_namespace_oid(staging_schema, true);
+	Oid			relid = OidIsValid(nspid) ? get_relname_relid(staging_table, nspid) : InvalidOid;
+	const char *where = quote_qualified_identifier(staging_schema, staging_table);
+	Relation	rel;
+	TupleDesc	desc;
+	int			nestlevel;
+	int			i;
+
+	memset(diff, 0, sizeof(*diff));
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("staging table %s does not exist", where),
+				 errhint("It was dropped or renamed.  Remove the table with mssql_cdc.remove_table() and add it again.")));
+	rel = table_open(relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+
+	nestlevel = use_catalog_search_path();
+	for (i = 0; i < ncols; i++)
+	{
+		const char *name;
+		AttrNumber	attnum;
+		char	   *pg_type;
+		char	   *select_expr;
+		Oid			typid;
+		int32		typmod;
+		Form_pg_attribute attr;
+
+		if (!source_column_is_staged(&cols[i]))
+			continue;
+		name = pg_column_name(&cols[i]);
+		mssql_type_to_pg(&cols[i], &pg_type, &select_expr);
+		attnum = get_attnum(relid, name);
+		if (attnum == InvalidAttrNumber)
+		{
+			if (strncmp(name, STAGING_METADATA_PREFIX, strlen(STAGING_METADATA_PREFIX)) == 0 &&
+				diff->reserved == NULL)
+				diff->reserved = &cols[i];
+			diff->missing = lappend(diff->missing, (void *) &cols[i]);
+			continue;
+		}
+		attr = TupleDescAttr(desc, attnum - 1);
+		parseTypeString(pg_type, &typid, &typmod, false);
+		if ((attr->atttypid != typid || attr->atttypmod != typmod) && diff->conflict == NULL)
+		{
+			diff->conflict = &cols[i];
+			diff->conflict_staging_type = format_type_with_typemod(attr->atttypid, attr->atttypmod);
+			diff->conflict_new_type = format_type_with_typemod(typid, typmod);
+		}
+	}
+	AtEOXact_GUC(true, nestlevel);
+
+	/* staged before, not any more: stays, NULL from now on */
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		if (attr->attisdropped || is_expected_column(NameStr(attr->attname), cols, ncols))
+			continue;
+		diff->not_captured = lappend(diff->not_captured, pstrdup(NameStr(attr->attname)));
+	}
+	table_close(rel, AccessShareLock);
+}
+
+char *
+staging_add_columns_ddl(const char *staging_schema, const char *staging_table, List *columns)
+{
+	StringInfoData ddl;
+	ListCell   *lc;
+
+	initStringInfo(&ddl);
+	appendStringInfo(&ddl, "ALTER TABLE %s",
+					 quote_qualified_identifier(staging_schema, staging_table));
+	foreach(lc, columns)
+	{
+		const MssqlColumn *col = lfirst(lc);
+		char	   *pg_type;
+		char	   *select_expr;
+
+		mssql_type_to_pg(col, &pg_type, &select_expr);
+		/* nullable, unlike key columns at creation: older rows have no value */
+		appendStringInfo(&ddl, "%s ADD COLUMN %s %s", foreach_current_index(lc) > 0 ? "," : "",
+						 quote_identifier(pg_column_name(col)), pg_type);
+	}
+	return ddl.data;
+}
+
+void
+staging_add_columns(const char *staging_schema, const char *staging_table, List *columns,
+					Oid run_as)
+{
+	char	   *ddl;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			nestlevel;
+
+	if (columns == NIL)
+		return;
+	ddl = staging_add_columns_ddl(staging_schema, staging_table, columns);
+
+	/* as the role that owns the staging table (add_table created it as run_as) */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(run_as, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	nestlevel = use_catalog_search_path();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(ddl, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not add columns to staging table \"%s.%s\"", staging_schema, staging_table);
+	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 }

@@ -26,8 +26,15 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "port/pg_bswap.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
 #include "utils/datetime.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 #include "tds_convert.h"
 
@@ -282,6 +289,10 @@ msdate_to_text(void *dbproc, int tds_type, const uint8 *data, int len)
 
 	/* db-lib hands these types over as a DBDATETIMEALL struct */
 	expect_length(tds_type, len, sizeof(DBDATETIMEALL));
+	if (dbproc == NULL)			/* a caller that expected no date/time value */
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("could not decode a SQL Server %s value here", tds_type_name(tds_type))));
 	memcpy(&dta, data, sizeof(dta));
 	memset(&dr, 0, sizeof(dr));
 	if (dbanydatecrack((DBPROCESS *) dbproc, &dr, tds_type, &dta) != SUCCEED)
@@ -506,19 +517,440 @@ tds_value_to_text(void *dbproc, int tds_type, const uint8 *data, int len)
 	return NULL;				/* keep compiler quiet */
 }
 
+/* ---- direct conversions: binary value -> Datum ------------------------- */
+
+/*
+ * The microseconds since the PostgreSQL epoch of a date and a time of day
+ * (which may reach one day after rounding): the value timestamp_in gives
+ * for the text append_timestamp writes.
+ */
+static Timestamp
+timestamp_from_fields(int year, int month, int day, int64 usec_of_day)
+{
+	return (Timestamp) (date2j(year, month, day) - POSTGRES_EPOCH_JDATE) * USECS_PER_DAY_I +
+		usec_of_day;
+}
+
+static Datum
+timestamp_datum(Timestamp ts, const TdsDatumTarget *target)
+{
+	/* what timestamp_in / timestamptz_in do with the typmod */
+	AdjustTimestampForTypmod(&ts, target->typmod);
+	return TimestampGetDatum(ts);
+}
+
+/* date/time/datetime2/datetimeoffset, from the same cracked fields as the text path */
+static bool
+msdate_to_datum(void *dbproc, int tds_type, const uint8 *data, int len,
+				const TdsDatumTarget *target, Datum *result)
+{
+	DBDATEREC2	dr;
+	DBDATETIMEALL dta;
+	int64		usec;
+
+	expect_length(tds_type, len, sizeof(DBDATETIMEALL));
+	if (dbproc == NULL)
+		return false;			/* the text path raises the error */
+	memcpy(&dta, data, sizeof(dta));
+	memset(&dr, 0, sizeof(dr));
+	if (dbanydatecrack((DBPROCESS *) dbproc, &dr, tds_type, &dta) != SUCCEED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_STRING_FORMAT),
+				 errmsg("could not decode a SQL Server %s value", tds_type_name(tds_type))));
+	if (dr.month < 1 || dr.month > 12 || dr.day < 1 || dr.day > 31 ||
+		dr.hour < 0 || dr.hour > 23 || dr.minute < 0 || dr.minute > 59 ||
+		dr.second < 0 || dr.second > 59 || dr.nanosecond < 0 || dr.nanosecond > 999999999)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_STRING_FORMAT),
+				 errmsg("SQL Server sent an out-of-range %s value", tds_type_name(tds_type))));
+	usec = ((int64) ((dr.hour * 60 + dr.minute) * 60 + dr.second)) * USECS_PER_SEC_I +
+		round_ns_to_us(dr.nanosecond);
+
+	switch (tds_type)
+	{
+		case SYBMSDATE:
+			if (target->typid != DATEOID)
+				return false;
+			*result = DateADTGetDatum(date2j(dr.year, dr.month, dr.day) - POSTGRES_EPOCH_JDATE);
+			return true;
+		case SYBMSTIME:
+			{
+				TimeADT		t = usec;	/* may be 24:00:00, as time_in allows */
+
+				if (target->typid != TIMEOID)
+					return false;
+				AdjustTimeForTypmod(&t, target->typmod);
+				*result = TimeADTGetDatum(t);
+				return true;
+			}
+		case SYBMSDATETIME2:
+			if (target->typid != TIMESTAMPOID)
+				return false;
+			*result = timestamp_datum(timestamp_from_fields(dr.year, dr.month, dr.day, usec),
+									  target);
+			return true;
+		case SYBMSDATETIMEOFFSET:
+			/* the cracked fields are local time at the value's offset */
+			if (target->typid != TIMESTAMPTZOID)
+				return false;
+			*result = timestamp_datum(timestamp_from_fields(dr.year, dr.month, dr.day, usec) -
+									  (int64) dta.offset * 60 * USECS_PER_SEC_I,
+									  target);
+			return true;
+	}
+	return false;
+}
+
+/* datetime / smalldatetime, decoded as datetime_to_text does */
+static Datum
+datetime_to_datum(int tds_type, const uint8 *data, int len, const TdsDatumTarget *target)
+{
+	if (tds_type == SYBDATETIME4)
+	{
+		DBDATETIME4 dt4;
+
+		expect_length(tds_type, len, sizeof(dt4));
+		memcpy(&dt4, data, sizeof(dt4));
+		if (dt4.minutes >= 24 * 60)
+			bad_length(tds_type, len);
+		return timestamp_datum(timestamp_from_fields(1900, 1, 1,
+													 (int64) dt4.days * USECS_PER_DAY_I +
+													 (int64) dt4.minutes * 60 * USECS_PER_SEC_I),
+							   target);
+	}
+	else
+	{
+		DBDATETIME	dt;
+		int64		ticks;
+
+		expect_length(tds_type, len, sizeof(dt));
+		memcpy(&dt, data, sizeof(dt));
+		ticks = (uint32) dt.dttime;
+		if (ticks >= INT64CONST(300) * 86400 || dt.dtdays < -53690 || dt.dtdays > 2958463)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_STRING_FORMAT),
+					 errmsg("SQL Server sent an out-of-range datetime value")));
+		return timestamp_datum(timestamp_from_fields(1900, 1, 1,
+													 (int64) dt.dtdays * USECS_PER_DAY_I +
+													 (ticks * 10000 + 1) / 3),
+							   target);
+	}
+}
+
+/* A numeric of value/10^scale with display scale `scale`, then the typmod */
+static Datum
+scaled_int64_to_numeric(int64 value, int scale, const TdsDatumTarget *target)
+{
+	Datum		d = NumericGetDatum(int64_div_fast_to_numeric(value, scale));
+
+	/* numeric_in applies the typmod the same way (rounding, overflow error) */
+	if (target->typmod >= 0)
+		d = DirectFunctionCall2(numeric, d, Int32GetDatum(target->typmod));
+	return d;
+}
+
+/*
+ * decimal/numeric whose magnitude fits comfortably in an int64 (up to 15
+ * digits: int64_div_fast_to_numeric may scale it by up to 10^3); false
+ * for wider ones, which take the text path.
+ */
+static bool
+decimal_to_datum(int tds_type, const uint8 *data, int len, const TdsDatumTarget *target,
+				 Datum *result)
+{
+	DBNUMERIC	num;
+	int			nbytes;
+	uint64		mag = 0;
+	int			i;
+
+	if (len < 2 || len > (int) sizeof(DBNUMERIC))
+		bad_length(tds_type, len);
+	memset(&num, 0, sizeof(num));
+	memcpy(&num, data, len);
+	if (num.precision < 1 || num.precision > NUMERIC_MAX_PREC || num.scale > num.precision)
+		return false;			/* the text path raises the error */
+	nbytes = numeric_bytes_per_prec[num.precision] - 1;
+	for (i = 0; i < nbytes; i++)
+	{
+		if (mag > (UINT64CONST(999999999999999) >> 8))
+			return false;
+		mag = (mag << 8) | num.array[1 + i];
+	}
+	if (mag > UINT64CONST(999999999999999))
+		return false;
+	*result = scaled_int64_to_numeric(num.array[0] == 1 ? -(int64) mag : (int64) mag,
+									  num.scale, target);
+	return true;
+}
+
+static Datum
+bytea_datum(const uint8 *data, int len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return PointerGetDatum(b);
+}
+
+/*
+ * Character data in the client charset (UTF-8) as text in the database
+ * encoding, checked as utf8_to_server_text checks it; varchar(n) and
+ * char(n) get their length rule from the same coercion functions a cast
+ * uses, which behave like their input functions.
+ */
+static Datum
+character_to_datum(const uint8 *data, int len, const TdsDatumTarget *target)
+{
+	char	   *converted;
+	Datum		d;
+
+	if (memchr(data, '\0', len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNTRANSLATABLE_CHARACTER),
+				 errmsg("SQL Server sent a character value containing a NUL byte, which PostgreSQL text cannot store")));
+	/* verifies the bytes; returns its input unchanged when nothing is converted */
+	converted = pg_any_to_server((const char *) data, len, PG_UTF8);
+	if (converted == (const char *) data)
+		d = PointerGetDatum(cstring_to_text_with_len(converted, len));
+	else
+		d = PointerGetDatum(cstring_to_text(converted));
+	if (target->typid == VARCHAROID && target->typmod >= 0)
+		d = DirectFunctionCall3(varchar, d, Int32GetDatum(target->typmod), BoolGetDatum(false));
+	else if (target->typid == BPCHAROID)
+		d = DirectFunctionCall3(bpchar, d, Int32GetDatum(target->typmod), BoolGetDatum(false));
+	return d;
+}
+
+static Datum
+uuid_to_datum(int tds_type, const uint8 *data, int len)
+{
+	pg_uuid_t  *u = palloc(sizeof(pg_uuid_t));
+	uint32		d1;
+	uint16		d2,
+				d3;
+
+	/* libtds stores Data1..Data3 in host byte order, Data4 as sent */
+	expect_length(tds_type, len, 16);
+	memcpy(&d1, data, 4);
+	memcpy(&d2, data + 4, 2);
+	memcpy(&d3, data + 6, 2);
+	d1 = pg_hton32(d1);
+	d2 = pg_hton16(d2);
+	d3 = pg_hton16(d3);
+	memcpy(u->data, &d1, 4);
+	memcpy(u->data + 4, &d2, 2);
+	memcpy(u->data + 6, &d3, 2);
+	memcpy(u->data + 8, data + 8, 8);
+	return UUIDPGetDatum(u);
+}
+
+/* An integer of a db-lib integer type, when it has that length */
+static int64
+int_value(int tds_type, const uint8 *data, int len)
+{
+	switch (tds_type)
+	{
+		case SYBINT1:
+			expect_length(tds_type, len, 1);
+			return data[0];		/* tinyint is unsigned */
+		case SYBINT2:
+			{
+				int16		v;
+
+				expect_length(tds_type, len, 2);
+				memcpy(&v, data, 2);
+				return v;
+			}
+		case SYBINT4:
+			{
+				int32		v;
+
+				expect_length(tds_type, len, 4);
+				memcpy(&v, data, 4);
+				return v;
+			}
+		default:
+			{
+				int64		v;
+
+				expect_length(tds_type, len, 8);
+				memcpy(&v, data, 8);
+				return v;
+			}
+	}
+}
+
+/* Widest PostgreSQL integer type each db-lib integer type always fits */
+static bool
+int_fits(int tds_type, Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+			return tds_type == SYBINT1 || tds_type == SYBINT2;
+		case INT4OID:
+			return tds_type != SYBINT8;
+		case INT8OID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * The direct conversion of one non-NULL value, when the pair of types has
+ * one; false sends the value down the text path.
+ */
+static bool
+direct_datum(void *dbproc, int tds_type, const uint8 *data, int len,
+			 const TdsDatumTarget *target, Datum *result)
+{
+	Oid			typid = target->typid;
+
+	switch (tds_type)
+	{
+		case SYBBIT:
+		case SYBBITN:
+			if (typid != BOOLOID)
+				return false;
+			expect_length(tds_type, len, 1);
+			*result = BoolGetDatum(data[0] != 0);
+			return true;
+		case SYBINT1:
+		case SYBINT2:
+		case SYBINT4:
+		case SYBINT8:
+			{
+				int64		v;
+
+				if (!int_fits(tds_type, typid))
+					return false;
+				v = int_value(tds_type, data, len);
+				*result = typid == INT2OID ? Int16GetDatum((int16) v) :
+					typid == INT4OID ? Int32GetDatum((int32) v) : Int64GetDatum(v);
+				return true;
+			}
+		case SYBREAL:
+			{
+				float4		v;
+
+				/* not to float8: the text path rounds through the shortest digits */
+				if (typid != FLOAT4OID)
+					return false;
+				expect_length(tds_type, len, 4);
+				memcpy(&v, data, 4);
+				*result = Float4GetDatum(v);
+				return true;
+			}
+		case SYBFLT8:
+			{
+				float8		v;
+
+				if (typid != FLOAT8OID)
+					return false;
+				expect_length(tds_type, len, 8);
+				memcpy(&v, data, 8);
+				*result = Float8GetDatum(v);
+				return true;
+			}
+		case SYBMONEY:
+			{
+				DBMONEY		m;
+
+				if (typid != NUMERICOID)
+					return false;
+				expect_length(tds_type, len, sizeof(m));
+				memcpy(&m, data, sizeof(m));
+				*result = scaled_int64_to_numeric((int64) (((uint64) (uint32) m.mnyhigh << 32) | m.mnylow),
+												  4, target);
+				return true;
+			}
+		case SYBMONEY4:
+			{
+				DBMONEY4	m;
+
+				if (typid != NUMERICOID)
+					return false;
+				expect_length(tds_type, len, sizeof(m));
+				memcpy(&m, data, sizeof(m));
+				*result = scaled_int64_to_numeric((int64) m.mny4, 4, target);
+				return true;
+			}
+		case SYBNUMERIC:
+		case SYBDECIMAL:
+			return typid == NUMERICOID &&
+				decimal_to_datum(tds_type, data, len, target, result);
+		case SYBCHAR:
+		case SYBVARCHAR:
+		case SYBTEXT:
+		case SYBNTEXT:
+		case SYBNVARCHAR:
+		case TDS_XSYBCHAR:
+		case TDS_XSYBVARCHAR:
+		case TDS_XSYBNCHAR:
+		case TDS_XSYBNVARCHAR:
+			if (typid != TEXTOID && typid != VARCHAROID && typid != BPCHAROID)
+				return false;
+			*result = character_to_datum(data, len, target);
+			return true;
+		case SYBBINARY:
+		case SYBVARBINARY:
+		case SYBIMAGE:
+		case TDS_XSYBBINARY:
+		case TDS_XSYBVARBINARY:
+			if (typid != BYTEAOID)
+				return false;
+			*result = bytea_datum(data, len);
+			return true;
+		case SYBDATETIME:
+		case SYBDATETIME4:
+			if (typid != TIMESTAMPOID)
+				return false;
+			*result = datetime_to_datum(tds_type, data, len, target);
+			return true;
+		case SYBMSDATE:
+		case SYBMSTIME:
+		case SYBMSDATETIME2:
+		case SYBMSDATETIMEOFFSET:
+			return msdate_to_datum(dbproc, tds_type, data, len, target, result);
+		case SYBUNIQUE:
+			if (typid != UUIDOID)
+				return false;
+			*result = uuid_to_datum(tds_type, data, len);
+			return true;
+	}
+	return false;
+}
+
+void
+tds_datum_target_init(TdsDatumTarget *target, Oid typid, int32 typmod)
+{
+	Oid			infunc;
+
+	target->typid = typid;
+	target->typmod = typmod;
+	getTypeInputInfo(typid, &infunc, &target->ioparam);
+	fmgr_info(infunc, &target->input);
+}
+
 Datum
 tds_value_to_datum(void *dbproc, int tds_type, const uint8 *data, int len,
-				   Oid typid, int32 typmod, bool *isnull)
+				   const TdsDatumTarget *target, bool *isnull)
 {
-	char	   *text = tds_value_to_text(dbproc, tds_type, data, len);
-	Oid			infunc;
-	Oid			ioparam;
+	Datum		result;
+	char	   *text;
 
-	*isnull = (text == NULL);
-	if (text == NULL)
+	*isnull = (data == NULL);
+	if (data == NULL)
 		return (Datum) 0;
-	getTypeInputInfo(typid, &infunc, &ioparam);
-	return OidInputFunctionCall(infunc, text, ioparam, typmod);
+	if (len < 0)
+		bad_length(tds_type, len);
+	if (direct_datum(dbproc, tds_type, data, len, target, &result))
+		return result;
+	text = tds_value_to_text(dbproc, tds_type, data, len);
+	return InputFunctionCall((FmgrInfo *) &target->input, text, target->ioparam,
+							 target->typmod);
 }
 
 Oid

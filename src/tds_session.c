@@ -27,6 +27,15 @@
  * the DBPROCESS inside dbopen), so the login is bounded by login_timeout
  * only.
  *
+ * Broken or hostile servers.  db-lib validates the TDS stream itself and
+ * reports what it rejects (bad token, unknown type, unconvertible text)
+ * or just fails the call; either way the session records "malformed", is
+ * closed and raises PROTOCOL_VIOLATION.  Everything the server says that
+ * reaches a message (SQL Server errors, db-lib's quotes of them) is
+ * sanitized in the callbacks: no control characters, valid UTF-8, cut on
+ * a character boundary.  Well-formed results of the wrong shape are for
+ * the callers to reject (tds_expect_num_cols and friends).
+ *
  * IDENTIFICATION
  *		src/tds_session.c
  *
@@ -43,6 +52,7 @@
 
 #include "lib/ilist.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -90,6 +100,96 @@ session_of(DBPROCESS *dbproc)
 	return session;
 }
 
+/*
+ * Neither refused, nor timed out, nor a SQL Server message, with encryption
+ * 'require': that is how db-lib reports a server that does not offer TLS or
+ * a TLS handshake that failed.
+ */
+bool
+tds_error_is_tls_failure(const TdsRemoteError *err)
+{
+	return err->kind == TDS_ERROR_CONNECT && err->msgno == 0 &&
+		err->encryption_required && err->dberr == SYBEFCON;
+}
+
+/*
+ * db-lib errors that mean the server's bytes were not valid TDS (or not
+ * convertible data): a broken or hostile server, or a port that is not SQL
+ * Server.  The connection cannot be trusted after any of them.
+ */
+static bool
+dberr_is_malformed(int dberr)
+{
+	switch (dberr)
+	{
+		case SYBEBTOK:			/* bad token: data stream out of sync */
+		case SYBESYNC:			/* read while out of sync */
+		case SYBEIICL:			/* illegal integer column length */
+		case SYBEUVDT:			/* unknown variable-length type */
+		case SYBEUFDT:			/* unknown fixed-length type */
+		case SYBEUDTY:			/* unknown data type */
+		case SYBERPND:			/* rows without a result: stream out of order */
+		case SYBEICONVI:		/* server text not convertible to UTF-8 */
+		case SYBEICONVIU:
+		case SYBEICONV2BIG:
+		case SYBEICONVAVAIL:
+		case SYBEMEM:			/* a length too large to allocate */
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Copy text the server (or db-lib, quoting the server) gave us into one of
+ * the fixed buffers of TdsRemoteError, fit for a Postgres message: cut at
+ * a character boundary, invalid UTF-8 and control characters (a hostile
+ * server can send terminal escapes or NULs) replaced by '?'.  Non-ASCII is
+ * kept only when the database encoding is UTF-8, the encoding db-lib
+ * delivers.  Runs inside db-lib callbacks, so it must not raise.
+ */
+static void
+copy_server_text(char *dst, size_t size, const char *src)
+{
+	size_t		out = 0;
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+	const unsigned char *p = (const unsigned char *) (src ? src : "");
+
+	while (*p != '\0' && out + 1 < size)
+	{
+		if (*p < 0x80)
+		{
+			dst[out++] = (*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F ? '?' : (char) *p;
+			p++;
+			continue;
+		}
+		else
+		{
+			int			len = pg_utf_mblen(p);
+			int			i;
+			bool		complete = true;
+
+			for (i = 1; i < len; i++)
+				if (p[i] == '\0')
+					complete = false;
+			if (utf8 && complete && pg_utf8_islegal(p, len))
+			{
+				if (out + len >= size)
+					break;		/* never half a character */
+				memcpy(dst + out, p, len);
+				out += len;
+				p += len;
+			}
+			else
+			{
+				dst[out++] = '?';
+				p += complete ? len : 1;
+			}
+		}
+	}
+	dst[out] = '\0';
+}
+
 /* Is this db-lib error worth replacing an already recorded one? */
 static bool
 dberr_is_generic(int dberr)
@@ -115,13 +215,20 @@ tds_error_handler(DBPROCESS *dbproc, int severity, int dberr, int oserr,
 		session->dead = true;
 	}
 
+	/* the first sign of a malformed stream explains what follows it */
+	if (dberr_is_malformed(dberr) && !err->malformed)
+	{
+		err->malformed = true;
+		err->dberr = 0;
+	}
+
 	if (dberr_is_generic(err->dberr) || dberr == SYBETIME)
 	{
 		err->dberr = dberr;
 		err->dberr_severity = severity;
 		err->oserr = oserr;
-		strlcpy(err->dbtext, dberrstr ? dberrstr : "", sizeof(err->dbtext));
-		strlcpy(err->ostext, (oserr != 0 && oserrstr) ? oserrstr : "", sizeof(err->ostext));
+		copy_server_text(err->dbtext, sizeof(err->dbtext), dberrstr);
+		copy_server_text(err->ostext, sizeof(err->ostext), oserr != 0 ? oserrstr : "");
 	}
 	return INT_CANCEL;
 }
@@ -144,8 +251,8 @@ tds_message_handler(DBPROCESS *dbproc, DBINT msgno, int msgstate, int severity,
 	err->msgstate = msgstate;
 	err->msgclass = severity;
 	err->msgline = line;
-	strlcpy(err->msgtext, msgtext ? msgtext : "", sizeof(err->msgtext));
-	strlcpy(err->procname, procname ? procname : "", sizeof(err->procname));
+	copy_server_text(err->msgtext, sizeof(err->msgtext), msgtext);
+	copy_server_text(err->procname, sizeof(err->procname), procname);
 	return 0;
 }
 
@@ -253,6 +360,7 @@ remote_errcode(const TdsRemoteError *err)
 		case TDS_ERROR_INTERRUPTED:
 			return ERRCODE_QUERY_CANCELED;
 		case TDS_ERROR_PROTOCOL:
+			return err->malformed ? ERRCODE_PROTOCOL_VIOLATION : ERRCODE_FDW_ERROR;
 		case TDS_ERROR_NONE:
 			return ERRCODE_FDW_ERROR;
 		case TDS_ERROR_REMOTE:
@@ -333,6 +441,19 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 	else if (err->dberr == SYBEUHST || err->dberr == SYBEINTF)
 		hint = psprintf("The host name of server \"%s\" could not be resolved; check its host option.",
 						server_name);
+	else if (err->malformed)
+		hint = psprintf("The connection was closed and is reopened on the next attempt.  If this repeats, check "
+						"that the host and port options of server \"%s\" lead to SQL Server itself (not to a "
+						"proxy or another service).",
+						server_name);
+	else if (tds_error_is_tls_failure(err))
+	{
+		hint = psprintf("Server \"%s\" has the encryption option 'require', so the login fails when SQL Server "
+						"does not offer TLS or the TLS handshake fails (certificate, \"ca file\" in freetds.conf, "
+						"TLS versions).  Enable TLS on SQL Server, or set encryption to 'request' or 'off' "
+						"(ALTER SERVER ... OPTIONS (SET encryption ...)) if an unencrypted connection is acceptable.",
+						server_name);
+	}
 	else if (err->kind == TDS_ERROR_CONNECT && err->msgno == 0)
 		hint = psprintf("The TCP connection was made but the login did not complete.  Check that the port "
 						"belongs to SQL Server, the login_timeout option, and the encryption option of server "
@@ -348,7 +469,11 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 	switch (err->kind)
 	{
 		case TDS_ERROR_CONNECT:
-			message = psprintf("could not connect to SQL Server for server \"%s\"", server_name);
+			if (err->malformed)
+				message = psprintf("could not connect to SQL Server for server \"%s\": the server sent a malformed login response",
+								   server_name);
+			else
+				message = psprintf("could not connect to SQL Server for server \"%s\"", server_name);
 			break;
 		case TDS_ERROR_TIMEOUT:
 			message = psprintf("timed out waiting for SQL Server (server \"%s\") while %s",
@@ -367,7 +492,11 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 							   server_name, what, err->msgtext);
 			break;
 		default:
-			message = psprintf("FreeTDS failed on server \"%s\" while %s", server_name, what);
+			if (err->malformed)
+				message = psprintf("SQL Server (server \"%s\") sent a malformed response while %s",
+								   server_name, what);
+			else
+				message = psprintf("FreeTDS failed on server \"%s\" while %s", server_name, what);
 			break;
 	}
 
@@ -408,6 +537,28 @@ after_call(TdsSession *session, bool failed, const char *what, bool tolerate_rem
 
 	if (!failed && err->msgno == 0 && err->dberr == 0 && !session->dead)
 		return true;
+
+	/*
+	 * A read that failed without any message: db-lib refused the server's
+	 * bytes silently (an unknown type, a packet length of 0, a PLP length
+	 * it cannot allocate).  dbcmd alone fails with nothing pending.
+	 */
+	if (failed && err->msgno == 0 && err->dberr == 0 && session->results_pending)
+	{
+		err->malformed = true;
+		strlcpy(err->dbtext, "db-lib rejected the reply without an error message", sizeof(err->dbtext));
+	}
+
+	/*
+	 * The server's bytes were not valid TDS: whatever db-lib made of the
+	 * rest, the stream cannot be trusted.  Close it and say so.
+	 */
+	if (err->malformed)
+	{
+		err->kind = TDS_ERROR_PROTOCOL;
+		close_dbproc(session);
+		tds_report_error(session->server_name, err, what);
+	}
 
 	if (session->dead)
 	{
@@ -713,6 +864,7 @@ tds_session_try_open(const MssqlServerOptions *opts, TdsRemoteError *err_out)
 	if (dbproc == NULL)
 	{
 		session->err.kind = TDS_ERROR_CONNECT;
+		session->err.encryption_required = opts->encryption == MSSQL_ENCRYPTION_REQUIRE;
 		if (session->err.dberr == 0 && session->err.msgno == 0)
 			strlcpy(session->err.dbtext, "dbopen failed without an error message",
 					sizeof(session->err.dbtext));
@@ -876,6 +1028,12 @@ next_row_internal(TdsSession *session, bool tolerate_remote)
 {
 	STATUS		st;
 
+	/*
+	 * db-lib only polls our interrupt handler while it waits for the
+	 * socket; a server that streams rows without pause (or rows a caller
+	 * merely drains) never makes it wait.  So look here too.
+	 */
+	CHECK_FOR_INTERRUPTS();
 	check_usable(session);
 	if (!session->results_pending || dbnumcols(session->dbproc) == 0)
 		return TDS_STEP_DONE;
@@ -997,6 +1155,151 @@ tds_col_text(TdsSession *session, int col)
 	const uint8 *data = tds_col_data(session, col, &len);
 
 	return tds_value_to_text(session->dbproc, tds_col_type(session, col), data, len);
+}
+
+Datum
+tds_col_datum(TdsSession *session, int col, const struct TdsDatumTarget *target,
+			  bool *isnull)
+{
+	int			len;
+	const uint8 *data = tds_col_data(session, col, &len);
+
+	return tds_value_to_datum(session->dbproc, tds_col_type(session, col), data, len,
+							  target, isnull);
+}
+
+/* ---- checking the shape of a result ------------------------------------- */
+
+/* Type codes libtds reports that sybdb.h does not name (as in tds_convert.c) */
+#ifndef SYBUNIQUE
+#define SYBUNIQUE		36
+#endif
+#define SESSION_XSYBVARBINARY	165
+#define SESSION_XSYBBINARY		173
+#define SESSION_XSYBVARCHAR		167
+#define SESSION_XSYBCHAR		175
+#define SESSION_XSYBNVARCHAR	231
+#define SESSION_XSYBNCHAR		239
+
+/*
+ * A result that does not have the shape the query asked for cannot come
+ * from SQL Server running our query: close the connection (whatever else
+ * it sends is untrustworthy too) and raise PROTOCOL_VIOLATION.
+ */
+static void
+unexpected_result(TdsSession *session, const char *what, const char *fmt,...)
+	pg_attribute_printf(3, 4);
+
+static void
+unexpected_result(TdsSession *session, const char *what, const char *fmt,...)
+{
+	char		detail[256];
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, args);
+	va_end(args);
+	close_dbproc(session);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("SQL Server (server \"%s\") sent an unexpected result while %s",
+					session->server_name, what),
+			 errdetail_internal("%s", detail),
+			 errhint("The connection was closed and is reopened on the next attempt.  If this repeats, check "
+					 "that the host and port options of server \"%s\" lead to SQL Server itself.",
+					 session->server_name)));
+}
+
+void
+tds_expect_num_cols(TdsSession *session, int ncols, const char *what)
+{
+	int			got = tds_num_cols(session);
+
+	if (got != ncols)
+		unexpected_result(session, what, "The result has %d columns; the query selects %d.", got, ncols);
+}
+
+void
+tds_expect_col_kind(TdsSession *session, int col, TdsColKind kind, const char *colname,
+					const char *what)
+{
+	int			type = tds_col_type(session, col);
+	bool		ok;
+
+	switch (kind)
+	{
+		case TDS_COL_BINARY:
+			ok = type == SYBBINARY || type == SYBVARBINARY;
+			break;
+		case TDS_COL_INTEGER:
+			ok = type == SYBINT1 || type == SYBINT2 || type == SYBINT4 || type == SYBINT8 ||
+				type == SYBINTN;
+			break;
+		default:
+			ok = false;
+			break;
+	}
+	if (!ok)
+		unexpected_result(session, what, "Column %d (%s) is of type %s, which the query cannot produce.",
+						  col, colname, tds_type_name(type));
+}
+
+static bool
+name_in(const char *name, const char *const *list)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, name) == 0)
+			return true;
+	return false;
+}
+
+/* db-lib types a plainly selected column of SQL Server type `name` arrives as */
+static bool
+source_type_allows(const char *name, int type)
+{
+	static const char *const integers[] = {"tinyint", "smallint", "int", "bigint", NULL};
+	static const char *const strings[] = {"char", "varchar", "nchar", "nvarchar", "text", "ntext",
+	"sysname", NULL};
+	static const char *const binaries[] = {"binary", "varbinary", "image", "rowversion", "timestamp", NULL};
+	static const char *const datetimes[] = {"date", "time", "datetime2", "datetimeoffset", "datetime",
+	"smalldatetime", NULL};
+
+	if (name_in(name, integers))
+		return type == SYBINT1 || type == SYBINT2 || type == SYBINT4 || type == SYBINT8 ||
+			type == SYBINTN;
+	if (name_in(name, strings))
+		return type == SYBCHAR || type == SYBVARCHAR || type == SYBTEXT || type == SYBNTEXT ||
+			type == SYBNVARCHAR || type == SESSION_XSYBCHAR || type == SESSION_XSYBVARCHAR ||
+			type == SESSION_XSYBNCHAR || type == SESSION_XSYBNVARCHAR;
+	if (name_in(name, binaries))
+		return type == SYBBINARY || type == SYBVARBINARY || type == SYBIMAGE ||
+			type == SESSION_XSYBBINARY || type == SESSION_XSYBVARBINARY;
+	if (name_in(name, datetimes))
+		return type == SYBMSDATE || type == SYBMSTIME || type == SYBMSDATETIME2 ||
+			type == SYBMSDATETIMEOFFSET || type == SYBDATETIME || type == SYBDATETIME4 ||
+			type == SYBDATETIMN;
+	if (strcmp(name, "bit") == 0)
+		return type == SYBBIT || type == SYBBITN;
+	if (strcmp(name, "decimal") == 0 || strcmp(name, "numeric") == 0)
+		return type == SYBDECIMAL || type == SYBNUMERIC;
+	if (strcmp(name, "money") == 0 || strcmp(name, "smallmoney") == 0)
+		return type == SYBMONEY || type == SYBMONEY4 || type == SYBMONEYN;
+	if (strcmp(name, "float") == 0 || strcmp(name, "real") == 0)
+		return type == SYBFLT8 || type == SYBREAL || type == SYBFLTN;
+	if (strcmp(name, "uniqueidentifier") == 0)
+		return type == SYBUNIQUE;
+	return true;				/* xml, sql_variant, CLR types...: not checked */
+}
+
+void
+tds_expect_col_source_type(TdsSession *session, int col, const char *sqlserver_type,
+						   const char *colname, const char *what)
+{
+	int			type = tds_col_type(session, col);
+
+	if (sqlserver_type != NULL && !source_type_allows(sqlserver_type, type))
+		unexpected_result(session, what, "Column %d (%s) is of type %s; the source column is %s.",
+						  col, colname, tds_type_name(type), sqlserver_type);
 }
 
 /* ---- helpers ------------------------------------------------------------ */

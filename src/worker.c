@@ -52,9 +52,12 @@
 #include "utils/timestamp.h"
 
 #include "apply.h"
+#include "capture_instance_switch.h"
+#include "capture_stall.h"
 #include "catalog.h"
 #include "cdc_lag.h"
 #include "cdc_window.h"
+#include "error_condition.h"
 #include "mssql_cdc.h"
 #include "options.h"
 #include "shmem.h"
@@ -101,6 +104,9 @@ typedef struct DescribedTable
 
 static MemoryContext connection_context = NULL;
 static List *described_tables = NIL;
+
+/* CDC on the source database and its capture instances, read at every poll */
+static SourceCdcState source_cdc_state;
 
 /*
  * Why the last login failed (SQL Server's message, e.g. 18456), for the
@@ -182,10 +188,12 @@ stop_worker(const char *why)
 
 /*
  * A separate short transaction that records why a table cannot continue
- * (it needs the user); the rest of the source goes on.
+ * (it needs the user); the rest of the source goes on.  condition is the
+ * status condition (include/error_condition.h).
  */
 static void
-park_table_in_error(const MssqlCdcTable *table, const char *message, const char *hint)
+park_table_with_condition(const MssqlCdcTable *table, const char *condition,
+						  const char *message, const char *hint)
 {
 	char	   *full = hint ? psprintf("%s %s", message, hint) : pstrdup(message);
 
@@ -196,8 +204,76 @@ park_table_in_error(const MssqlCdcTable *table, const char *message, const char 
 			 hint ? errhint("%s", hint) : 0));
 	begin_transaction();
 	apply_set_table_error(table->table_id, full);
-	catalog_record_error(server_name, table->table_id, "55000", message, NULL, hint, 0);
+	catalog_set_table_condition(table->table_id, condition, hint);
+	catalog_record_error_condition(server_name, table->table_id, "55000", message, NULL, hint, 0,
+								   condition);
 	commit_transaction();
+}
+
+/*
+ * CDC cleanup removed changes the table still needs (invariant 5: never a
+ * silent skip).  Policy 'error' parks the table for the user; 'resnapshot'
+ * records the overrun (errors log, LOG line, status warning) and sends the
+ * table back to 'pending', so its staging table gets a new snapshot set.
+ */
+static void
+handle_retention_overrun(const MssqlCdcTable *table, const char *message)
+{
+	const char *retention_hint = "raise the CDC retention (sys.sp_cdc_change_job @retention) so the worker can keep up.";
+	char	   *hint;
+	bool		restarted;
+
+	/* a 'never' table has no snapshot to take: it would just skip the gap */
+	if (table->on_retention_overrun != MSSQL_OVERRUN_RESNAPSHOT ||
+		table->snapshot_mode != MSSQL_SNAPSHOT_INITIAL)
+	{
+		park_table_with_condition(table, COND_RETENTION_OVERRUN, message,
+								  psprintf("Call mssql_cdc.resnapshot() for this table to copy it again, and %s",
+										   retention_hint));
+		return;
+	}
+
+	hint = psprintf("The table is copied again by a new snapshot (on_retention_overrun = 'resnapshot'); %s",
+					retention_hint);
+	begin_transaction();
+	restarted = catalog_resnapshot_after_overrun(table->table_id, message, hint);
+	if (restarted)
+		catalog_record_error_condition(server_name, table->table_id, "55000", message, NULL, hint, 0,
+									   COND_RETENTION_OVERRUN);
+	commit_transaction();
+	if (restarted)
+		ereport(LOG,
+				(errmsg("mssql_cdc: table %s.%s of source \"%s\" is copied again: %s",
+						table->source_schema, table->source_table, server_name, message),
+				 errhint("%s", hint)));
+}
+
+/*
+ * A snapshot read under READ COMMITTED because the source database does
+ * not allow SNAPSHOT isolation (Msg 3952 otherwise).  A warning, not an
+ * error: correctness comes from L0 and replay (snapshot.c), the isolation
+ * level only decides whether chunks block writers.  Noted once per
+ * snapshot, not per chunk.
+ */
+static void
+note_snapshot_isolation(const MssqlCdcTable *table)
+{
+	static int32 noted_table_id = 0;
+	static MssqlLsn noted_l0;
+
+	if (snapshot_isolation != SNAPSHOT_ISOLATION_NOT_ALLOWED || !table->has_snapshot_lsn)
+		return;
+	if (noted_table_id == table->table_id && mssql_lsn_cmp(&noted_l0, &table->snapshot_lsn) == 0)
+		return;
+	begin_transaction();
+	catalog_set_table_warning(table->table_id, COND_SNAPSHOT_ISOLATION_OFF,
+							  "Snapshot chunks are read under READ COMMITTED (consistent through L0 and replay, "
+							  "but they may block writers): run ALTER DATABASE ... SET ALLOW_SNAPSHOT_ISOLATION ON "
+							  "on the source database.",
+							  true);
+	commit_transaction();
+	noted_table_id = table->table_id;
+	noted_l0 = table->snapshot_lsn;
 }
 
 /* Syscache callback: some server or user mapping changed (maybe ours). */
@@ -269,34 +345,22 @@ ensure_connected(void)
 }
 
 /*
- * The source table as source_schema_describe sees it, once per connection
- * (its columns and capture instance do not change under a pinned capture
- * instance; a dropped one makes the change query fail, and the reconnect
- * describes it again).  NULL after parking the table in phase 'error' when
- * the source is gone or not readable any more: that needs the user, and
+ * The source table read through capture instance ci (allocated for the
+ * connection).  NULL after parking the table in phase 'error' when the
+ * source is gone or not readable any more: that needs the user, and
  * retrying would not help.
  */
 static MssqlSourceTable *
-describe_source(const MssqlCdcTable *table)
+describe_capture_instance(const MssqlCdcTable *table, const char *ci)
 {
-	ListCell   *lc;
 	MssqlSourceTable *volatile src = NULL;
 	MemoryContext old;
 	ErrorData  *edata = NULL;
 
-	foreach(lc, described_tables)
-	{
-		DescribedTable *d = lfirst(lc);
-
-		if (d->table_id == table->table_id)
-			return d->src;
-	}
-
 	old = MemoryContextSwitchTo(connection_context);
 	PG_TRY();
 	{
-		src = source_schema_describe(session, table->source_schema, table->source_table,
-									 table->capture_instance);
+		src = source_schema_describe(session, table->source_schema, table->source_table, ci);
 	}
 	PG_CATCH();
 	{
@@ -304,10 +368,22 @@ describe_source(const MssqlCdcTable *table)
 		edata = CopyErrorData();
 		switch (edata->sqlerrcode)
 		{
+			case ERRCODE_INSUFFICIENT_PRIVILEGE:
+				{
+					const TdsRemoteError *remote = tds_session_last_error(session);
+
+					/*
+					 * SQL Server refused a describe query (Msg 229 and
+					 * friends): a GRANT fixes that, so fail the iteration
+					 * and retry with backoff instead of parking the table.
+					 */
+					if (remote != NULL && remote->kind == TDS_ERROR_REMOTE)
+						PG_RE_THROW();
+				}
+				/* FALLTHROUGH */
 			case ERRCODE_UNDEFINED_TABLE:
 			case ERRCODE_UNDEFINED_OBJECT:
 			case ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE:
-			case ERRCODE_INSUFFICIENT_PRIVILEGE:
 				FlushErrorState();
 				break;
 			default:
@@ -319,36 +395,194 @@ describe_source(const MssqlCdcTable *table)
 
 	if (edata != NULL)
 	{
-		park_table_in_error(table, edata->message,
-							edata->hint ? edata->hint : "Fix the source, then call mssql_cdc.resnapshot().");
-		return NULL;
-	}
-	{
-		DescribedTable *d;
+		const char *condition;
 
-		old = MemoryContextSwitchTo(connection_context);
-		d = palloc(sizeof(DescribedTable));
-		d->table_id = table->table_id;
-		d->src = src;
-		described_tables = lappend(described_tables, d);
-		MemoryContextSwitchTo(old);
+		switch (edata->sqlerrcode)
+		{
+			case ERRCODE_UNDEFINED_TABLE:
+				condition = COND_SOURCE_TABLE_MISSING;
+				break;
+			case ERRCODE_UNDEFINED_OBJECT:
+				condition = COND_CAPTURE_INSTANCE_MISSING;
+				break;
+			case ERRCODE_INSUFFICIENT_PRIVILEGE:
+				condition = COND_PERMISSION_DENIED;
+				break;
+			default:
+				condition = COND_SOURCE_UNAVAILABLE;
+				break;
+		}
+		park_table_with_condition(table, condition, edata->message,
+								  edata->hint ? edata->hint : "Fix the source, then call mssql_cdc.resnapshot().");
+		return NULL;
 	}
 	return src;
 }
 
+/* Keep src as the table's description for this connection (replacing one) */
+static void
+remember_described(int32 table_id, MssqlSourceTable *src)
+{
+	ListCell   *lc;
+	DescribedTable *d;
+	MemoryContext old;
+
+	foreach(lc, described_tables)
+	{
+		d = lfirst(lc);
+		if (d->table_id == table_id)
+		{
+			d->src = src;
+			return;
+		}
+	}
+	old = MemoryContextSwitchTo(connection_context);
+	d = palloc(sizeof(DescribedTable));
+	d->table_id = table_id;
+	d->src = src;
+	described_tables = lappend(described_tables, d);
+	MemoryContextSwitchTo(old);
+}
+
 /*
- * Check one table before its window: the source and that CDC cleanup has
- * not removed changes we still need (invariant 5).  Returns the described
- * source, or NULL when the table sits this window out: parked in phase
- * 'error', or its capture instance is not processed by the capture job yet.
+ * A table about to be snapshot whose recorded capture instance was dropped
+ * while another one exists (the recovery: new instance, then resnapshot)
+ * adopts that one before the snapshot: new staging columns, the instance
+ * recorded, a history row, in one short transaction (no stream position
+ * depends on it yet).  Returns false when there is nothing to adopt;
+ * otherwise *src is the description, or NULL when the table waits (the
+ * capture job has not started the other instance yet) or was parked.
+ */
+static bool
+adopt_capture_instance_for_snapshot(const MssqlCdcTable *table, MssqlSourceTable **src_out)
+{
+	static const MssqlLsn no_from = {{0}};
+	CiPlan		plan;
+	MssqlSourceTable *src;
+	StagingDiff diff;
+	char	   *problem;
+	char	   *hint = NULL;
+
+	*src_out = NULL;
+	if (table->phase != MSSQL_PHASE_PENDING || !source_cdc_state.known ||
+		!source_cdc_state.cdc_enabled)
+		return false;
+	plan = ci_plan_for_window(&source_cdc_state, table, &no_from);
+	if (plan.current != NULL || plan.successor == NULL)
+		return false;
+	if (!plan.successor->has_start_lsn)
+		return true;			/* wait for the capture job */
+
+	src = describe_capture_instance(table, plan.successor->name);
+	if (src == NULL)
+		return true;
+	begin_transaction();
+	problem = ci_check_staging(table, src, &diff, &hint);
+	if (problem == NULL)
+		ci_switch_commit(table, table->capture_instance, src, &diff, NULL, worker_args.run_as);
+	commit_transaction();
+	if (problem != NULL)
+	{
+		park_table_with_condition(table, COND_SOURCE_SCHEMA_CHANGED, problem, hint);
+		return true;
+	}
+	ereport(LOG,
+			(errmsg("mssql_cdc source \"%s\": table %s.%s uses capture instance \"%s\" from its new snapshot on (\"%s\" was dropped)",
+					server_name, table->source_schema, table->source_table,
+					src->capture_instance->name, table->capture_instance)));
+	*src_out = src;
+	return true;
+}
+
+/*
+ * The source table as source_schema_describe sees it through the table's
+ * recorded capture instance, once per connection (the columns of a capture
+ * instance do not change; a switch replaces the description).  NULL after
+ * parking the table in phase 'error', or while a capture instance it is
+ * to adopt has not been started by the capture job.
  */
 static MssqlSourceTable *
-check_table_source(const MssqlCdcTable *table, const MssqlLsn *from)
+describe_source(const MssqlCdcTable *table)
 {
-	MssqlSourceTable *src = describe_source(table);
+	ListCell   *lc;
+	MssqlSourceTable *src;
+
+	foreach(lc, described_tables)
+	{
+		DescribedTable *d = lfirst(lc);
+
+		/*
+		 * An instance dropped and created again is described again, and so
+		 * is a table about to be snapshot (its source may have changed
+		 * shape while it sat in phase 'error').
+		 */
+		if (d->table_id == table->table_id && table->phase != MSSQL_PHASE_PENDING &&
+			(!source_cdc_state.known ||
+			 ci_still_listed(&source_cdc_state, d->src->schema, d->src->table,
+							 d->src->capture_instance)))
+			return d->src;
+	}
+	if (!adopt_capture_instance_for_snapshot(table, &src))
+		src = describe_capture_instance(table, table->capture_instance);
+	if (src != NULL)
+		remember_described(table->table_id, src);
+	return src;
+}
+
+/*
+ * Check one table before its window: which capture instance it reads
+ * (plan, capture_instance_switch.c), the source, and that CDC cleanup has
+ * not removed changes we still need (invariant 5).  Returns the described
+ * source of the instance to read, or NULL when the table sits this window
+ * out: parked in phase 'error', or nothing readable yet.  For a window
+ * that switches to the successor, *switch_diff gets what the switch adds
+ * to the staging table (NULL otherwise).
+ */
+static MssqlSourceTable *
+check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
+				   StagingDiff **switch_diff)
+{
+	MssqlSourceTable *src = NULL;
 	const char *ci;
 	MssqlLsn	min_lsn;
+	char	   *message;
+	char	   *hint = NULL;
 
+	*switch_diff = NULL;
+	switch (plan->kind)
+	{
+		case CI_WAIT:
+			/* the successor is not started by the capture job yet */
+			return NULL;
+		case CI_NOT_VISIBLE:
+			ci_explain_not_visible(session, table, server_name, &message, &hint);
+			park_table_with_condition(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+			return NULL;
+		case CI_LOST_CHANGES:
+			ci_explain_lost_changes(table, plan, from, &message, &hint);
+			park_table_with_condition(table, COND_CHANGES_LOST, message, hint);
+			return NULL;
+		case CI_SWITCH:
+			src = describe_capture_instance(table, plan->successor->name);
+			if (src == NULL)
+				return NULL;
+			/* a changed column type is refused before the window, not retried */
+			*switch_diff = palloc0(sizeof(StagingDiff));
+			begin_transaction();
+			message = ci_check_staging(table, src, *switch_diff, &hint);
+			commit_transaction();
+			if (message != NULL)
+			{
+				park_table_with_condition(table, COND_SOURCE_SCHEMA_CHANGED, message, hint);
+				*switch_diff = NULL;
+				return NULL;
+			}
+			break;
+		case CI_READ_CURRENT:
+		case CI_READ_UNTIL_SUCCESSOR:
+			src = describe_source(table);
+			break;
+	}
 	if (src == NULL)
 		return NULL;
 	ci = src->capture_instance->name;
@@ -364,7 +598,7 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from)
 	}
 	if (mssql_lsn_is_zero(&min_lsn))
 	{
-		park_table_in_error(table,
+		park_table_with_condition(table, COND_CAPTURE_INSTANCE_MISSING,
 							psprintf("sys.fn_cdc_get_min_lsn(N'%s') returned 0x00000000000000000000: the capture instance does not exist or the login may not read it.",
 									 ci),
 							"Check the capture instance and the gating role of the login, then call mssql_cdc.resnapshot().");
@@ -377,13 +611,85 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from)
 
 		mssql_lsn_format(from, from_text);
 		mssql_lsn_format(&min_lsn, min_text);
-		park_table_in_error(table,
-							psprintf("Changes of capture instance \"%s\" were removed by CDC cleanup before they were copied: the next change needed is at %s, but the oldest one kept is at %s.",
-									 ci, from_text, min_text),
-							"Call mssql_cdc.resnapshot() for this table to copy it again, and raise the CDC retention (sys.sp_cdc_change_job @retention) so the worker can keep up.");
+		handle_retention_overrun(table,
+								 psprintf("Changes of capture instance \"%s\" were removed by CDC cleanup before they were copied: the next change needed is at %s, but the oldest one kept is at %s.",
+										  ci, from_text, min_text));
 		return NULL;
 	}
 	return src;
+}
+
+/*
+ * After a window committed: the tables that switched capture instance read
+ * the new one from now on (description kept for the connection), and the
+ * log says so.
+ */
+static void
+note_capture_instance_switches(List *ready, List *instances, List *switches,
+							   const ApplyResult *results, const MssqlLsn *from)
+{
+	ListCell   *lc;
+	ListCell   *lc2;
+	ListCell   *lc3;
+	int			i = 0;
+	char		from_text[MSSQL_LSN_TEXT_SIZE];
+
+	mssql_lsn_format(from, from_text);
+	forthree(lc, ready, lc2, instances, lc3, switches)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		StagingDiff *diff = lfirst(lc3);
+		StringInfoData added;
+		ListCell   *lc4;
+
+		if (diff == NULL || results[i++].rows < 0)
+			continue;
+		remember_described(table->table_id, src);
+		initStringInfo(&added);
+		foreach(lc4, diff->missing)
+			appendStringInfo(&added, "%s%s", added.len > 0 ? ", " : "",
+							 ((const MssqlColumn *) lfirst(lc4))->pg_name);
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": table %s.%s switched from capture instance \"%s\" to \"%s\" at LSN %s",
+						server_name, table->source_schema, table->source_table,
+						table->capture_instance ? table->capture_instance : "?",
+						src->capture_instance->name, from_text),
+				 errdetail("Staging columns added: %s; kept but no longer captured: %d.",
+						   added.len > 0 ? added.data : "none", list_length(diff->not_captured))));
+	}
+}
+
+/*
+ * CDC disabled on the source database (sys.sp_cdc_disable_db) takes every
+ * capture instance with it: park every table of the source with a message
+ * that says so (the max LSN is NULL then, which would otherwise read as
+ * "waiting for the capture job").  Reads the source's capture instances
+ * for this poll.  Returns false when CDC is disabled.
+ */
+static bool
+check_source_cdc_enabled(List *tables)
+{
+	ListCell   *lc;
+	char	   *message;
+	char	   *hint;
+
+	ci_read_source_state(session, &source_cdc_state);
+	if (source_cdc_state.cdc_enabled)
+		return true;
+	ci_explain_cdc_disabled(&source_cdc_state, server_name, &message, &hint);
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (table->phase == MSSQL_PHASE_ERROR)
+			continue;
+		context_table_id = table->table_id;
+		park_table_with_condition(table, COND_CDC_DISABLED, message, hint);
+		table->phase = MSSQL_PHASE_ERROR;
+	}
+	context_table_id = 0;
+	return false;
 }
 
 /*
@@ -397,20 +703,45 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 	MssqlLsn	from;
 	MssqlLsn	to;
 	TimestampTz end_time;
+	MssqlLsn	window_max;
+	CiPlan	   *plans;
 	List	   *ready = NIL;
 	List	   *instances = NIL;
+	List	   *switches = NIL; /* StagingDiff * of a switching table, else NULL */
 	ApplyResult *results;
 	ListCell   *lc;
 	ListCell   *lc2;
+	ListCell   *lc3;
 	int64		window_rows = 0;
 	int64		window_transactions_seen = 0;
 	int			i;
 
 	*reached = *checkpoint;
-	if (!cdc_choose_window_end(session, checkpoint, max_lsn, window_transactions,
-							   utc_offset_minutes, &to, &end_time))
-		return false;
 	if (!mssql_lsn_increment(checkpoint, &from))
+		return false;
+
+	/*
+	 * Which capture instance each table reads.  A successor starting at S
+	 * after from ends the window at S - 1 for the whole group (the group
+	 * shares its windows, invariant 3): every table reads one instance per
+	 * window, and the next window, from S on, switches.
+	 */
+	window_max = *max_lsn;
+	plans = palloc(sizeof(CiPlan) * list_length(group));
+	i = 0;
+	foreach(lc, group)
+	{
+		MssqlLsn	before_successor;
+
+		plans[i] = ci_plan_for_window(&source_cdc_state, lfirst(lc), &from);
+		if (plans[i].kind == CI_READ_UNTIL_SUCCESSOR &&
+			ci_lsn_decrement(&plans[i].successor->start_lsn, &before_successor) &&
+			mssql_lsn_cmp(&before_successor, &window_max) < 0)
+			window_max = before_successor;
+		i++;
+	}
+	if (!cdc_choose_window_end(session, checkpoint, &window_max, window_transactions,
+							   utc_offset_minutes, &to, &end_time))
 		return false;
 	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
 		end_time = max_time;
@@ -420,17 +751,20 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 	context_has_range = true;
 
 	/* source checks first, outside the window's transaction */
+	i = 0;
 	foreach(lc, group)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 		MssqlSourceTable *src;
+		StagingDiff *switch_diff;
 
 		context_table_id = table->table_id;
-		src = check_table_source(table, &from);
+		src = check_table_source(table, &from, &plans[i++], &switch_diff);
 		if (src == NULL)
 			continue;
 		ready = lappend(ready, table);
 		instances = lappend(instances, src);
+		switches = lappend(switches, switch_diff);
 	}
 	context_table_id = 0;
 	context_capture_instance = NULL;
@@ -443,10 +777,11 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 	/* THE window: every table's rows and checkpoints, one transaction */
 	begin_transaction();
 	i = 0;
-	forboth(lc, ready, lc2, instances)
+	forthree(lc, ready, lc2, instances, lc3, switches)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 		MssqlSourceTable *src = lfirst(lc2);
+		StagingDiff *switch_diff = lfirst(lc3);
 
 		context_table_id = table->table_id;
 		context_capture_instance = src->capture_instance->name;
@@ -456,6 +791,10 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 			results[i++].rows = -1;
 			continue;
 		}
+		/* the switch commits with the first rows read from the new instance */
+		if (switch_diff != NULL)
+			ci_switch_commit(table, table->capture_instance, src, switch_diff, &from,
+							 worker_args.run_as);
 		results[i] = apply_capture_instance(session, table, src,
 											worker_args.run_as, utc_offset_minutes,
 											&from, &to);
@@ -479,6 +818,7 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 	cdc_slot_report_success();
 	context_table_id = 0;
 	context_has_range = false;
+	note_capture_instance_switches(ready, instances, switches, results, &from);
 
 	/* adapt the next window's size to mssql_cdc.batch_max_rows */
 	if (window_rows > mssql_cdc_batch_max_rows && window_transactions > 1)
@@ -532,8 +872,8 @@ start_snapshot(MssqlCdcTable *table)
 	refusal = snapshot_refusal(src);
 	if (refusal != NULL)
 	{
-		park_table_in_error(table, refusal,
-							"Add a primary key to the source table and call mssql_cdc.resnapshot(), or remove the table and add it again with snapshot_mode => 'never'.");
+		park_table_with_condition(table, COND_NO_PRIMARY_KEY, refusal,
+								  "Add a primary key to the source table and call mssql_cdc.resnapshot(), or remove the table and add it again with snapshot_mode => 'never'.");
 		return false;
 	}
 	if (!snapshot_read_start(session, src, &l0, &estimate))
@@ -584,8 +924,8 @@ copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
 	if (snapshot_refusal(src) != NULL)
 	{
 		/* the key went away or changed type since the snapshot started */
-		park_table_in_error(table, snapshot_refusal(src),
-							"Add a primary key to the source table and call mssql_cdc.resnapshot().");
+		park_table_with_condition(table, COND_NO_PRIMARY_KEY, snapshot_refusal(src),
+								  "Add a primary key to the source table and call mssql_cdc.resnapshot().");
 		return false;
 	}
 	context_capture_instance = src->capture_instance->name;
@@ -616,6 +956,34 @@ copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
 	return !done;
 }
 
+/*
+ * Lag of the lead checkpoint in source transactions, for the status view.
+ * Caught up costs nothing.  Behind, SQL Server counts; while the last count
+ * found a big backlog (a count costs about what it finds), at most once per
+ * CDC_LAG_COUNT_INTERVAL_MS (cdc_lag.c says why), and in between the last
+ * count stays reported with its own base LSN.
+ */
+static void
+report_lag(const MssqlLsn *lead, const MssqlLsn *max_lsn)
+{
+	static TimestampTz last_count_at = 0;
+	static int64 last_count = 0;
+	TimestampTz now;
+
+	if (mssql_lsn_cmp(lead, max_lsn) >= 0)
+	{
+		cdc_slot_report_lag(lead, 0);
+		return;
+	}
+	now = GetCurrentTimestamp();
+	if (last_count >= CDC_LAG_CHEAP_COUNT &&
+		!TimestampDifferenceExceeds(last_count_at, now, CDC_LAG_COUNT_INTERVAL_MS))
+		return;
+	last_count_at = now;
+	last_count = cdc_count_transactions(session, lead, max_lsn);
+	cdc_slot_report_lag(lead, last_count);
+}
+
 /* One poll and its windows.  Returns true when more work is waiting. */
 static bool
 run_iteration(void)
@@ -637,10 +1005,14 @@ run_iteration(void)
 
 	tables = read_catalog(&server);
 	ensure_connected();
+	/* capture instances of the source, for switches (capture_instance_switch.c) */
+	if (!check_source_cdc_enabled(tables))
+		return false;
 
 	if (!cdc_poll_max_lsn(session, utc_offset_minutes, &max_lsn, &max_time))
 	{
 		cdc_slot_report_poll(NULL, 0);
+		capture_stall_observe(server_name, NULL);
 		if (!warned_no_max_lsn)
 			ereport(LOG,
 					(errmsg("mssql_cdc source \"%s\": sys.fn_cdc_get_max_lsn() is NULL, waiting for the capture job",
@@ -650,6 +1022,8 @@ run_iteration(void)
 		return false;
 	}
 	cdc_slot_report_poll(&max_lsn, max_time);
+	/* a max LSN frozen for long: the capture job does not run */
+	capture_stall_observe(server_name, &max_lsn);
 
 	foreach(lc, tables)
 	{
@@ -692,7 +1066,7 @@ run_iteration(void)
 	{
 		lead = ((MssqlCdcTable *) llast(streaming))->checkpoint_lsn;
 		has_lead = true;
-		cdc_slot_report_lag(&lead, cdc_count_transactions(session, &lead, &max_lsn));
+		report_lag(&lead, &max_lsn);
 	}
 	while (streaming != NIL)
 	{
@@ -715,7 +1089,7 @@ run_iteration(void)
 			lead = reached;
 	}
 	if (has_lead)
-		cdc_slot_report_lag(&lead, cdc_count_transactions(session, &lead, &max_lsn));
+		report_lag(&lead, &max_lsn);
 
 	/*
 	 * Then one snapshot chunk: streaming tables get their windows between
@@ -727,6 +1101,7 @@ run_iteration(void)
 		CHECK_FOR_INTERRUPTS();
 		if (copy_snapshot_chunk(server, snapshotting))
 			busy = true;
+		note_snapshot_isolation(snapshotting);
 	}
 	return busy;
 }
@@ -741,6 +1116,8 @@ handle_iteration_error(void)
 	ErrorData  *edata;
 	int			remote_errno = 0;
 	int32		table_id = context_table_id;
+	TdsRemoteError remote;
+	ErrorCondition cond;
 
 	HOLD_INTERRUPTS();
 	MemoryContextSwitchTo(worker_context);
@@ -748,10 +1125,13 @@ handle_iteration_error(void)
 	EmitErrorReport();
 	AbortOutOfAnyTransaction();
 	FlushErrorState();
+	memset(&remote, 0, sizeof(remote));
 	if (session != NULL)
 	{
 		const TdsRemoteError *err = tds_session_last_error(session);
 
+		if (err != NULL)
+			remote = *err;
 		if (err != NULL && err->kind == TDS_ERROR_REMOTE)
 			remote_errno = err->msgno;
 		/* it may be in the middle of a result: start over on a new one */
@@ -759,17 +1139,28 @@ handle_iteration_error(void)
 		session = NULL;
 	}
 	else if (connect_error.kind == TDS_ERROR_CONNECT)
+	{
+		remote = connect_error;
 		remote_errno = connect_error.msgno;
+	}
 	memset(&connect_error, 0, sizeof(connect_error));
 	clear_context();
 	RESUME_INTERRUPTS();
 
+	/* what it means and what to do, for mssql_cdc.status */
 	MemoryContextSwitchTo(worker_context);
+	cond = error_condition_classify(edata->sqlerrcode, edata->schema_name, &remote, server_name);
+
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	catalog_record_error(server_name, table_id, unpack_sql_state(edata->sqlerrcode),
-						 edata->message, edata->detail, edata->hint, remote_errno);
+	catalog_record_error_condition(server_name, table_id, unpack_sql_state(edata->sqlerrcode),
+								   edata->message, edata->detail,
+								   edata->hint ? edata->hint : cond.hint, remote_errno,
+								   cond.condition);
 	apply_record_failure(server_name, table_id, edata->message);
+	catalog_set_server_condition(server_name, cond.condition, cond.hint);
+	if (table_id > 0)
+		catalog_set_table_condition(table_id, cond.condition, cond.hint);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 

@@ -18,6 +18,8 @@ my %defaults = (
 	'mssql_cdc.poll_interval' => '1s',
 	'mssql_cdc.batch_max_transactions' => '1000',
 	'mssql_cdc.batch_max_rows' => '100000',
+	'mssql_cdc.capture_stall_timeout' => '5min',
+	'mssql_cdc.insert_batch_rows' => '1000',
 	'mssql_cdc.retry_max_backoff' => '5min',
 	'mssql_cdc.snapshot_chunk_rows' => '10000',);
 foreach my $name (sort keys %defaults)
@@ -30,7 +32,9 @@ is( $node->safe_psql(
 		'postgres', q{SELECT string_agg(name || '=' || context, ',' ORDER BY name)
 		  FROM pg_settings WHERE name LIKE 'mssql_cdc.%'}),
 	'mssql_cdc.batch_max_rows=sighup,mssql_cdc.batch_max_transactions=sighup,'
-	  . 'mssql_cdc.database=postmaster,mssql_cdc.max_workers=postmaster,'
+	  . 'mssql_cdc.capture_stall_timeout=sighup,'
+	  . 'mssql_cdc.database=postmaster,mssql_cdc.insert_batch_rows=sighup,'
+	  . 'mssql_cdc.max_workers=postmaster,'
 	  . 'mssql_cdc.poll_interval=sighup,mssql_cdc.retry_max_backoff=sighup,'
 	  . 'mssql_cdc.snapshot_chunk_rows=sighup',
 	'restart-only and reloadable settings');

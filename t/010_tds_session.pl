@@ -219,8 +219,12 @@ like($rows, qr/^connect\|t\|/m, "encryption 'off': login works");
 isnt($ret, 0, "encryption 'require' without server TLS: check_server fails");
 like($stderr, qr/could not connect to SQL Server for server "tls_only"/,
 	"encryption 'require': connect error names the server");
-like($stderr, qr/HINT:.*encryption option of server "tls_only"/s,
-	"encryption 'require': hint names the encryption option");
+like($stderr, qr/HINT:.*Server "tls_only" has the encryption option 'require'.*does not offer TLS/s,
+	"encryption 'require': hint names the encryption option and says TLS was not offered");
+like($stderr, qr/HINT:.*set encryption to 'request' or 'off'/s,
+	"encryption 'require': hint says how to allow an unencrypted connection");
+unlike($stderr, qr/Check that the port belongs to SQL Server/,
+	"encryption 'require': not the generic login hint");
 my @leftover = glob($node->data_dir . '/base/pgsql_tmp/*freetds*');
 is(scalar @leftover, 0, 'no private freetds.conf is left behind');
 

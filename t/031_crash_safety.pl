@@ -14,6 +14,7 @@ use lib "$FindBin::RealBin/lib";
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Launcher qw(kill_worker_and_wait);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(time usleep);
@@ -185,12 +186,11 @@ while ($kills < $kills_wanted || $stops < $stops_wanted)
 	}
 	if ($stops >= $stops_wanted || ($kills < $kills_wanted && rand() < 0.5))
 	{
-		if (kill('KILL', $pid))
+		if (kill_worker_and_wait($node, $pid))
 		{
 			$kills++;
 			$stalled_crashes++ if $stalled;
 		}
-		# the postmaster restarts after a crash on its own
 	}
 	else
 	{

@@ -90,6 +90,24 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM public.src_dbo_a'),
 unlike(join('', grep { !/statement: / } split /^/, slurp_file($node->logfile)),
 	qr/not-the-password/, 'the worker does not log the wrong password');
 
+# --- encryption 'require' against a server without TLS (the stand-in has
+# none): a clear condition, nothing applied; back to 'request' recovers
+$node->safe_psql('postgres',
+	"ALTER USER MAPPING FOR CURRENT_USER SERVER src OPTIONS (SET password '" . $si->password . "')");
+$node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (ADD encryption 'require')});
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) > 0 FROM mssql_cdc.errors WHERE condition = 'encryption_unavailable'}),
+	"encryption 'require' without TLS on the server: condition encryption_unavailable")
+  or diag $node->safe_psql('postgres', 'SELECT condition, message, hint FROM mssql_cdc.errors ORDER BY error_id DESC LIMIT 3');
+like($node->safe_psql('postgres',
+		q{SELECT hint FROM mssql_cdc.errors WHERE condition = 'encryption_unavailable' ORDER BY error_id DESC LIMIT 1}),
+	qr/not offer TLS/, "the hint says SQL Server may not offer TLS");
+insert_row();
+usleep(500_000);
+is($node->safe_psql('postgres', 'SELECT count(*) FROM public.src_dbo_a'),
+	scalar(@expected) - 3, 'encryption required: nothing applied');
+$node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (SET encryption 'request')});
+
 # --- fixed: streaming resumes, exactly once
 $node->safe_psql('postgres',
 	"ALTER USER MAPPING FOR CURRENT_USER SERVER src OPTIONS (SET password '" . $si->password . "')");

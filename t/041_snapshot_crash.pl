@@ -19,6 +19,7 @@ use lib "$FindBin::RealBin/lib";
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Launcher qw(kill_worker_and_wait);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(time usleep);
@@ -147,7 +148,7 @@ while ($kills < $kills_wanted || $stops < $stops_wanted || $crashes_in_last < 3)
 	$crashes_in_last++ if $during;
 	if ($stops >= $stops_wanted || ($kills < $kills_wanted && rand() < 0.3))
 	{
-		$kills++ if kill('KILL', $pid) && $during;
+		$kills++ if kill_worker_and_wait($node, $pid) && $during;
 	}
 	else
 	{

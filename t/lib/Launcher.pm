@@ -1,11 +1,12 @@
-# Helpers for tests of the mssql_cdc launcher (no SQL Server needed).
+# Helpers for tests of mssql_cdc's background processes: the launcher's
+# loop barrier, and a SIGKILL of a worker followed by the crash restart.
 package Launcher;
 
 use strict;
 use warnings;
 
 use Exporter 'import';
-our @EXPORT_OK = qw(launcher_barrier);
+our @EXPORT_OK = qw(launcher_barrier kill_worker_and_wait);
 
 # Returns once the launcher has completed a full loop iteration that started
 # after this call: the first reload's log line proves the loop is at its top,
@@ -21,6 +22,21 @@ sub launcher_barrier
 			$from);
 	}
 	return;
+}
+
+# SIGKILL a worker (a real crash) and return once the postmaster's crash
+# restart is over and the node answers again.  Querying right after the
+# kill races with the restart ("the database system is in recovery mode").
+# Returns false when there was no such process.
+sub kill_worker_and_wait
+{
+	my ($node, $pid) = @_;
+	my $log_offset = -s $node->logfile;
+	return 0 unless kill('KILL', $pid);
+	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
+	$node->poll_query_until('postgres', 'SELECT true')
+	  or die 'the node did not come back after the crash restart';
+	return 1;
 }
 
 1;

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from .tds import corrupt as C
 from .tds import faults as F
 
 
@@ -82,9 +83,11 @@ class Controller:
             return self._add_fault(F.STALL, args, params)
         if cmd == "corrupt":
             kind = args.get("kind", "bad_token")
-            if kind not in F.CORRUPT_KINDS:
-                raise ControlError("kind must be one of %s" % ", ".join(F.CORRUPT_KINDS))
-            return self._add_fault(F.CORRUPT, args, {"kind": kind})
+            if kind not in C.ALL_KINDS:
+                raise ControlError("kind must be one of %s" % ", ".join(C.ALL_KINDS))
+            # login kinds replace the login response, the others a result set
+            params = {"kind": kind, "phase": "login" if kind in C.LOGIN_KINDS else "result"}
+            return self._add_fault(F.CORRUPT, args, params)
         if cmd == "refuse_logins":
             on = args.get("on", True)
             if isinstance(on, str):

@@ -130,6 +130,11 @@ class Cdc:
         del db.by_id[m.object_id]
         db.cdc = None
         db.is_cdc_enabled = False
+        # SQL Server drops the cdc schema and user too, so that
+        # sys.sp_cdc_enable_db works again afterwards (22906 otherwise)
+        if not any(schema == "cdc" for schema, _ in db.tables):
+            db.schemas.pop("cdc", None)
+            db.users.pop("cdc", None)
 
     def create_capture_instance(self, db, table, name, captured_cols, index_name, index_cols, role_name,
                                 supports_net, filegroup, allow_partition_switch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import random
+import struct
 import uuid
 
 from ..sqltypes import (MAX, SqlDateTime, SqlDateTime2, SqlDateTimeOffset, SqlSmallDateTime, SqlTime,
@@ -39,6 +40,23 @@ def c_resume(eng, args):
     eng.capture_frozen = False
     eng._wake.set()
     return {"frozen": False}
+
+
+def c_deny_select(eng, args):
+    """deny_select {login, on=true}: the login loses (or, on=false, gets back)
+    SELECT on every object, like a DENY that overrides its grants."""
+    login = str(args["login"]).lower()
+    on = args.get("on", True)
+    if isinstance(on, str):
+        on = on.lower() not in ("false", "0", "off", "no")
+    with eng.lock:
+        if login not in eng.security.logins:
+            raise ValueError("unknown login %r" % args["login"])
+        if on:
+            eng.security.denied_select.add(login)
+        else:
+            eng.security.denied_select.discard(login)
+        return {"denied_select": sorted(eng.security.denied_select)}
 
 
 def c_capture_now(eng, args):
@@ -92,83 +110,200 @@ def c_stats(eng, args):
         return out
 
 
-def _generator(col, rng, is_key, key_pos):
-    """A function i -> value for column col (row index i)."""
-    t = col.type
+# fill_table's value generators.  Every value must lie inside its column's
+# type (a smallmoney above 214,748.3647 only fails later, when a SELECT
+# encodes it), and key columns must stay unique: a key generator maps the
+# row index i to a distinct value, and _key_capacity says how far it can go
+# so a fill that would overflow the key type is refused up front.
+
+_BASE_DATE = datetime.date(2020, 1, 1)
+_DAYS_TO_MAX_DATE = (datetime.date(9999, 12, 31) - _BASE_DATE).days
+_DAYS_1900 = (_BASE_DATE - datetime.date(1900, 1, 1)).days
+_SMALLDATETIME_MAX_DAYS = (datetime.date(2079, 6, 6) - datetime.date(1900, 1, 1)).days
+_NON_KEY_SPAN = 10 ** 6          # non-key numbers stay in 0 .. 10^6 (or their type's maximum)
+_FLOAT32 = struct.Struct("<f")
+_MONEY_MAX_UNITS = {"money": 2 ** 63 - 1, "smallmoney": 2 ** 31 - 1}     # in 1/10000
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")      # bit is handled on its own
+_STRING_TYPES = ("char", "varchar", "nchar", "nvarchar", "text", "ntext", "sysname", "xml")
+_BYTES_TYPES = ("binary", "varbinary", "image", "timestamp", "hierarchyid", "geometry", "geography")
+
+
+def _scale(t, default=7):
+    return default if t.scale is None else t.scale
+
+
+def _exact_shape(t):
+    """(scale, largest value in units of 10^-scale) of a decimal or money type."""
     n = t.name
-    if n in ("tinyint", "smallint", "int", "bigint"):
+    if n in _MONEY_MAX_UNITS:
+        return 4, _MONEY_MAX_UNITS[n]
+    p = t.precision or 18
+    s = t.scale or 0
+    return s, 10 ** p - 1
+
+
+def _text_length(t):
+    return 20 if t.length in (None, MAX) else t.length
+
+
+def _bytes_length(t):
+    return 8 if t.length in (None, MAX) else t.length
+
+
+def _string_key(width):
+    """Zero-padded decimal keys ('k0042'), all of one width so that they sort
+    numerically under any collation and fixed-length padding changes nothing."""
+    digits = width - 1 if width > 1 else 1
+    prefix = "k" if width > 1 else ""
+    return lambda i: prefix + "%0*d" % (digits, i)
+
+
+def _key_capacity(t):
+    """The largest row index the key generator of type t can take (None: unbounded)."""
+    n = t.name
+    if n in _INTEGERS:
+        return T.INT_RANGES[n][1] - 1
+    if n == "bit":
+        return 1
+    if n in ("decimal", "numeric", "money", "smallmoney"):
+        s, units = _exact_shape(t)
+        return units // 10 ** s - 1
+    if n == "real":
+        return 2 ** 24 - 1               # consecutive integers stay exact in float32
+    if n == "float":
+        return 2 ** 53 - 1
+    if n in _STRING_TYPES:
+        w = _text_length(t)
+        return 10 ** (w - 1 if w > 1 else 1) - 1
+    if n in _BYTES_TYPES:
+        return 256 ** _bytes_length(t) - 1
+    if n == "date":
+        return _DAYS_TO_MAX_DATE
+    if n == "time":
+        return TICKS_PER_DAY // 10 ** (7 - _scale(t)) - 1
+    if n == "datetime":
+        return (_DAYS_TO_MAX_DATE + 1) * 86400 - 1
+    if n == "smalldatetime":
+        return (_SMALLDATETIME_MAX_DAYS - _DAYS_1900 + 1) * 1440 - 1
+    if n in ("datetime2", "datetimeoffset"):
+        return (_DAYS_TO_MAX_DATE + 1) * (TICKS_PER_DAY // 10 ** (7 - _scale(t))) - 1
+    if n == "sql_variant":
+        return 2 ** 31 - 1
+    return None
+
+
+def _key_generator(t):
+    """i -> a distinct value of type t, increasing with i."""
+    n = t.name
+    if n in _INTEGERS:
+        return lambda i: i + 1
+    if n == "bit":
+        return lambda i: bool(i)
+    if n in ("decimal", "numeric", "money", "smallmoney"):
+        q = decimal.Decimal(1).scaleb(-_exact_shape(t)[0])
+        return lambda i: decimal.Decimal(i + 1).quantize(q)
+    if n in ("float", "real"):
+        return lambda i: float(i + 1)
+    if n == "xml":
+        return lambda i: "<r i=\"%d\"/>" % i
+    if n in _STRING_TYPES:
+        return _string_key(_text_length(t))
+    if n in _BYTES_TYPES:
+        ln = _bytes_length(t)
+        return lambda i: i.to_bytes(ln, "big")
+    if n == "uniqueidentifier":
+        # an odd multiplier is a bijection mod 2^128: distinct, and spread over the byte groups
+        return lambda i: uuid.UUID(int=(i + 1) * 0x9E3779B97F4A7C15 % (1 << 128))
+    if n == "date":
+        return lambda i: _BASE_DATE + datetime.timedelta(days=i)
+    if n == "time":
+        unit = 10 ** (7 - _scale(t))
+        return lambda i: SqlTime(i * unit)
+    if n == "datetime":
+        return lambda i: SqlDateTime(_DAYS_1900 + i // 86400, (i % 86400) * 300)
+    if n == "smalldatetime":
+        return lambda i: SqlSmallDateTime(_DAYS_1900 + i // 1440, i % 1440)
+    if n in ("datetime2", "datetimeoffset"):
+        unit = 10 ** (7 - _scale(t))
+        per_day = TICKS_PER_DAY // unit
+
+        def at(i):
+            d = _BASE_DATE + datetime.timedelta(days=i // per_day)
+            ticks = (i % per_day) * unit
+            return SqlDateTime2(d, ticks) if n == "datetime2" else SqlDateTimeOffset(d, ticks, 0)
+        return at
+    if n == "sql_variant":
+        return lambda i: SqlVariant(T.INT_TYPE, i)
+    return lambda i: None
+
+
+def _value_generator(t, rng):
+    """i -> a random value of type t (deterministic for a given rng seed)."""
+    n = t.name
+    if n in _INTEGERS:
         lo, hi = T.INT_RANGES[n]
-        if is_key:
-            return lambda i: i + 1
-        hi = min(hi, 10 ** 6)
-        lo = max(lo, 0)
+        lo, hi = max(lo, 0), min(hi, _NON_KEY_SPAN)
         return lambda i: rng.randint(lo, hi)
     if n == "bit":
         return lambda i: bool(rng.getrandbits(1))
     if n in ("decimal", "numeric", "money", "smallmoney"):
-        s = t.scale if n in ("decimal", "numeric") else 4
-        p = t.precision if n in ("decimal", "numeric") else (19 if n == "money" else 10)
-        q = decimal.Decimal(1).scaleb(-s)
-        top = min(10 ** (p - s) - 1, 10 ** 6)
-        if is_key:
-            return lambda i: decimal.Decimal(i + 1).quantize(q)
-        return lambda i: (decimal.Decimal(rng.randint(0, top * 10 ** s)) / (10 ** s)).quantize(q)
-    if n in ("float", "real"):
-        if is_key:
-            return lambda i: float(i + 1)
+        s, units = _exact_shape(t)
+        top = min(units, _NON_KEY_SPAN * 10 ** s)
+        return lambda i: decimal.Decimal(rng.randint(0, top)).scaleb(-s)
+    if n == "real":
+        # stored values must be what a real can hold, or they compare unlike what a SELECT returns
+        return lambda i: _FLOAT32.unpack(_FLOAT32.pack(rng.random() * 1000))[0]
+    if n == "float":
         return lambda i: rng.random() * 1000
-    if n in ("char", "varchar", "nchar", "nvarchar", "text", "ntext", "sysname", "xml"):
-        ln = 20 if t.length in (None, MAX) else t.length
-        if n == "xml":
-            return lambda i: "<r i=\"%d\"/>" % i
-        if is_key:
-            w = max(1, ln)
-            return lambda i: ("k%0*d" % (max(1, w - 1), i))[:w] if n in ("varchar", "nvarchar", "sysname") else \
-                ("k%0*d" % (max(1, w - 1), i)).ljust(w)[:w]
+    if n == "xml":
+        return lambda i: "<r i=\"%d\"/>" % i
+    if n in _STRING_TYPES:
+        ln = _text_length(t)
         if n in ("char", "nchar"):
             return lambda i: ("v%d" % rng.randint(0, 10 ** 6)).ljust(ln)[:ln]
         return lambda i: ("v%d" % rng.randint(0, 10 ** 6))[:ln]
-    if n in ("binary", "varbinary", "image", "timestamp", "hierarchyid", "geometry", "geography"):
-        ln = 8 if t.length in (None, MAX) else t.length
-        if is_key:
-            return lambda i: i.to_bytes(max(ln, 8), "big")[-ln:]
-        if n == "binary":
-            return lambda i: rng.getrandbits(8 * ln).to_bytes(ln, "big")
-        return lambda i: rng.getrandbits(8 * min(ln, 8)).to_bytes(min(ln, 8), "big")
+    if n in _BYTES_TYPES:
+        ln = _bytes_length(t)
+        if n != "binary":
+            ln = min(ln, 8)
+        return lambda i: rng.getrandbits(8 * ln).to_bytes(ln, "big")
     if n == "uniqueidentifier":
-        if is_key:
-            return lambda i: uuid.UUID(int=(i + 1) * 0x9E3779B97F4A7C15 % (1 << 128))
         return lambda i: uuid.UUID(int=rng.getrandbits(128))
-    base = datetime.date(2020, 1, 1)
     if n == "date":
-        return (lambda i: base + datetime.timedelta(days=i)) if is_key else \
-            (lambda i: base + datetime.timedelta(days=rng.randint(0, 3650)))
+        return lambda i: _BASE_DATE + datetime.timedelta(days=rng.randint(0, 3650))
     if n == "time":
-        unit = 10 ** (7 - t.scale)
-        return lambda i: SqlTime((i * unit if is_key else rng.randrange(0, TICKS_PER_DAY // unit) * unit) % TICKS_PER_DAY)
+        unit = 10 ** (7 - _scale(t))
+        return lambda i: SqlTime(rng.randrange(0, TICKS_PER_DAY // unit) * unit)
     if n == "datetime":
-        d0 = (base - datetime.date(1900, 1, 1)).days
-        return lambda i: SqlDateTime(d0 + (i // 86400 if is_key else rng.randint(0, 3650)),
-                                     (i % 86400) * 300 if is_key else rng.randrange(0, 25920000))
+        return lambda i: SqlDateTime(_DAYS_1900 + rng.randint(0, 3650), rng.randrange(0, 300 * 86400))
     if n == "smalldatetime":
-        d0 = (base - datetime.date(1900, 1, 1)).days
-        return lambda i: SqlSmallDateTime(d0 + (i // 1440 if is_key else rng.randint(0, 3650)),
-                                          i % 1440 if is_key else rng.randrange(0, 1440))
+        return lambda i: SqlSmallDateTime(_DAYS_1900 + rng.randint(0, 3650), rng.randrange(0, 1440))
     if n in ("datetime2", "datetimeoffset"):
-        unit = 10 ** (7 - t.scale)
+        unit = 10 ** (7 - _scale(t))
         per_day = TICKS_PER_DAY // unit
 
-        def f(i):
-            k = i if is_key else rng.randrange(0, per_day * 3650)
-            d = base + datetime.timedelta(days=k // per_day)
+        def any_instant(i):
+            k = rng.randrange(0, per_day * 3650)
+            d = _BASE_DATE + datetime.timedelta(days=k // per_day)
             ticks = (k % per_day) * unit
             if n == "datetime2":
                 return SqlDateTime2(d, ticks)
-            return SqlDateTimeOffset(d, ticks, 0 if is_key else rng.choice((-300, 0, 60, 330)))
-        return f
+            return SqlDateTimeOffset(d, ticks, rng.choice((-300, 0, 60, 330)))
+        return any_instant
     if n == "sql_variant":
         return lambda i: SqlVariant(T.INT_TYPE, i)
     return lambda i: None
+
+
+def _generator(col, rng, is_key, last_index):
+    """A function i -> value for column col (row index i, at most last_index)."""
+    if not is_key:
+        return _value_generator(col.type, rng)
+    cap = _key_capacity(col.type)
+    if cap is not None and last_index > cap:
+        raise ValueError("fill_table: key column %s of type %s holds at most %d generated rows"
+                         % (col.name, col.type.name, cap + 1))
+    return _key_generator(col.type)
 
 
 def c_fill_table(eng, args):
@@ -202,7 +337,7 @@ def c_fill_table(eng, args):
             elif c.is_rowversion:
                 gens.append(None)
             else:
-                gens.append(_generator(c, rng, i in table.cluster, table.cluster.index(i) if i in table.cluster else -1))
+                gens.append(_generator(c, rng, i in table.cluster, start + count - 1))
         computed = []
         if any(c.computed is not None for c in table.columns):
             from .dml import table_scope
@@ -257,5 +392,5 @@ def c_fill_table(eng, args):
 CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
-    "fill_table": c_fill_table,
+    "fill_table": c_fill_table, "deny_select": c_deny_select,
 }

@@ -170,6 +170,10 @@ class Executor:
         res = execute_select(ctx, st)
         if res is None:
             return [Done()]
+        if self._fmtonly(ctx):
+            # metadata only, as SQL Server answers it: freebcp's queryout asks
+            # for the column formats this way and loops on rows it did not expect
+            return [ResultSet(res.columns, iter(()))]
         rows = res.rows
         # Pull the first row now: errors such as 313/3952/245 must come before
         # any metadata is sent, as in SQL Server.
@@ -185,16 +189,27 @@ class Executor:
         ctx.session.rowcount = n
         return [Done()] if ctx.session.nocount else [RowCount(n)]
 
+    @staticmethod
+    def _fmtonly(ctx):
+        """SET FMTONLY ON: "no rows are processed" - DML must not change data."""
+        return ctx.session.options.get("FMTONLY") == "ON"
+
     def s_Insert(self, ctx, st):
         from .dml import execute_insert
+        if self._fmtonly(ctx):
+            return [Done()]
         return self._dml_done(ctx, execute_insert(ctx, st))
 
     def s_Update(self, ctx, st):
         from .dml import execute_update
+        if self._fmtonly(ctx):
+            return [Done()]
         return self._dml_done(ctx, execute_update(ctx, st))
 
     def s_Delete(self, ctx, st):
         from .dml import execute_delete
+        if self._fmtonly(ctx):
+            return [Done()]
         return self._dml_done(ctx, execute_delete(ctx, st))
 
     def s_CreateTable(self, ctx, st):

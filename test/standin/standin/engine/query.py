@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import decimal
+import operator
 
 from ..results import CachedRow, SqlError
 from ..sqltypes import Column, SqlType
@@ -353,7 +354,17 @@ def upper_bound(where, col_index, scope, ctx, col_type):
 
 
 def _bindable(e):
-    return isinstance(e, (A.Literal, A.Var)) or (isinstance(e, A.Unary) and _bindable(e.expr))
+    """Row-independent and deterministic, so it can be evaluated once to
+    position a scan: literals, variables, and arithmetic or CASTs over them
+    (`id > @i * 10`, `k > CAST(N'2020-01-01 00:00:00.0000000' AS datetime2)`,
+    the shapes a keyset-paged reader and a batch loop send)."""
+    if isinstance(e, (A.Literal, A.Var)):
+        return True
+    if isinstance(e, (A.Unary, A.Cast)):
+        return _bindable(e.expr)
+    if isinstance(e, A.Binary):
+        return _bindable(e.left) and _bindable(e.right)
+    return False
 
 
 def _exact_family(src, dst):
@@ -687,7 +698,10 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         if list(idxs) == list(range(len(source.cols))):
             stream = ((row, row, rv) for row, rv in src_rows())
         else:
-            stream = ((tuple(row[i] for i in idxs), row, rv) for row, rv in src_rows())
+            # one C call per row instead of a generator per row: the keyset
+            # chunk of a snapshot reader projects every row this way
+            pick = operator.itemgetter(*idxs) if len(idxs) > 1 else (lambda row, i=idxs[0]: (row[i],))
+            stream = ((pick(row), row, rv) for row, rv in src_rows())
     else:
         stream = ((tuple(f(row) for f in fns), row, rv) for row, rv in src_rows())
 

@@ -5,6 +5,10 @@ is sysadmin, every other configured login gets a database user of the same
 name in every configured database, with no permissions) and through T-SQL:
 CREATE LOGIN / CREATE USER / CREATE ROLE / ALTER ROLE r ADD MEMBER u /
 ALTER SERVER ROLE sysadmin ADD MEMBER l / GRANT SELECT ON obj|SCHEMA::s TO p.
+
+Tests take SELECT away from a login with the engine control `deny_select`
+(like DENY SELECT ON SCHEMA::dbo and SCHEMA::cdc TO the login's user): it
+overrides every grant and role membership except sysadmin, as a DENY does.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Security:
     def __init__(self, engine):
         self.engine = engine
         self.logins = {}
+        self.denied_select = set()      # lower-case login names (control deny_select)
 
     def add_login(self, name, password, sysadmin=False):
         if name.lower() in self.logins:
@@ -88,7 +93,12 @@ class Security:
                 grants |= ru.grants
         return grants, roles
 
+    def is_denied_select(self, session):
+        return not session.login.sysadmin and session.login.name.lower() in self.denied_select
+
     def can_select(self, session, db, table):
+        if self.is_denied_select(session):
+            return False
         if self.is_dbo(session, db):
             return True
         grants, roles = self._grants(session, db)

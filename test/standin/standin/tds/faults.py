@@ -20,9 +20,9 @@ from typing import List, Optional
 # Fault kinds a connection looks up at its trigger points.
 DROP_AFTER_ROWS = "drop_after_rows"   # at the start of the next result set
 STALL = "stall"                       # before the next response, or mid-result
-CORRUPT = "corrupt"                   # at the start of the next result set
+CORRUPT = "corrupt"                   # the next result set, or the login response
 
-CORRUPT_KINDS = ("bad_token", "truncated_token", "wrong_length", "bad_type")
+# The corrupt kinds themselves live in corrupt.py (RESULT_KINDS / LOGIN_KINDS).
 SCOPES = ("all", "existing", "new")
 
 

@@ -123,11 +123,12 @@ class Response:
         conn = self.conn
         enc = row_encoder(rs.columns)
         drop = conn.take_fault(F.DROP_AFTER_ROWS)
-        corrupt = conn.take_fault(F.CORRUPT)
+        corrupt = conn.take_fault(F.CORRUPT, when=lambda f: f.params.get("phase") != "login")
         stall = conn.take_fault(F.STALL, when=lambda f: f.params.get("after_rows") is not None
                                 and f.params.get("phase") != "login")
         if corrupt is not None:
-            conn.send_corrupt(corrupt, enc, rs.rows)    # never returns
+            # the rows the malformed result carried instead (or no return)
+            return conn.send_corrupt(corrupt, enc, rs.rows)
         self.w.write(enc.metadata)
         limit = None if drop is None else int(drop.params.get("rows", 0))
         stall_at = None if stall is None else int(stall.params["after_rows"])

@@ -20,6 +20,7 @@ from typing import Dict, Optional
 from ..results import EnvChange, SqlError
 from ..sqltypes import DEFAULT_COLLATION
 from . import decode as D
+from . import corrupt as C
 from . import faults as F
 from . import packets as P
 from . import tokens as T
@@ -327,6 +328,9 @@ class Connection:
                  host=login.host_name, library=login.library_name,
                  tds_version="0x%08X" % login.tds_version, packet_size=granted)
         w = self.writer
+        corrupt = self.take_fault(F.CORRUPT, when=lambda f: f.params.get("phase") == "login")
+        if corrupt is not None:
+            self.send_corrupt_login(corrupt)    # never returns
         w.write(T.env_string(T.ENV_DATABASE, database, "master"))
         w.write(T.info(5701, 2, 0, "Changed database context to '%s'." % database, self.server_name))
         w.write(T.env_bytes(T.ENV_COLLATION, DEFAULT_COLLATION, b""))
@@ -544,39 +548,25 @@ class Connection:
             pass
 
     # --- corrupt fault -----------------------------------------------------
-    def send_corrupt(self, fault, enc, rows) -> None:
-        """Send a malformed response for robustness tests, then close."""
+    def send_corrupt(self, fault, enc, rows):
+        """Replace a result set with a malformed or hostile one (corrupt.py).
+        Returns the row count when the response stays well-formed TDS;
+        otherwise closes the socket once the bytes are out."""
         kind = fault.params.get("kind", "bad_token")
         self.log("fault", fault="corrupt", kind=kind)
-        w = self.writer
-        first = None
-        for row in rows:
-            first = row
-            break
-        if kind == "bad_type":
-            # COLMETADATA whose first column has an unknown TDS type byte.
-            meta = bytearray(enc.metadata)
-            meta[9] = 0x99
-            w.write(bytes(meta))
-            w.end_message()
-        elif kind == "truncated_token":
-            w.write(enc.metadata)
-            if first is not None:
-                data = enc.encode(first)
-                w.write(data[:max(1, len(data) // 2)])
-            else:
-                w.write(T.done(T.DONE_COUNT, 0)[:5])
-            w.end_message()
-        elif kind == "wrong_length":
-            # Packet header promises more bytes than we ever send.
-            body = enc.metadata + (enc.encode(first) if first is not None else b"")
-            w.send_raw(struct.pack(">BBHHBB", P.PT_TABULAR, P.ST_EOM,
-                                   min(len(body) + 8 + 100, self.writer.packet_size),
-                                   self.spid, 1, 0) + body[:self.writer.packet_size - 108])
-        else:   # bad_token
-            w.write(enc.metadata)
-            w.write(b"\x00\x01\x02\x03")
-            w.end_message()
+        sent = C.RESULT_KINDS[kind](self, enc, rows)
+        if sent is not None:
+            return sent
+        self._close_after_corrupt(kind)
+
+    def send_corrupt_login(self, fault) -> None:
+        kind = fault.params["kind"]
+        self.log("fault", fault="corrupt", kind=kind, phase="login")
+        C.LOGIN_KINDS[kind](self, self.login)
+        self._close_after_corrupt(kind)
+
+    def _close_after_corrupt(self, kind: str) -> None:
+        # a moment for the bytes to reach the client before the FIN does
         time.sleep(0.05)
         self.kill()
         raise P.ConnectionClosed("corrupt fault (%s)" % kind)

@@ -253,6 +253,21 @@ class ErrorTest(CdcBase):
         self.assertEqual(self.scalar("SELECT is_tracked_by_cdc FROM sys.tables WHERE name = N'orders'"), False)
         self.assertEqual(self.scalar("SELECT sys.fn_cdc_get_min_lsn(N'dbo_orders')"), ZERO)
 
+    def test_disable_db_then_enable_again(self):
+        # sp_cdc_disable_db drops the cdc schema and user: enabling again works
+        self.capture()
+        mx = self.scalar("SELECT sys.fn_cdc_get_max_lsn()")
+        self.ok("EXEC sys.sp_cdc_disable_db")
+        self.assertEqual(self.scalar("SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()"), False)
+        self.assertIsNone(self.scalar("SELECT sys.fn_cdc_get_max_lsn()"))
+        self.assertEqual(self.scalar("SELECT sys.fn_cdc_get_min_lsn(N'dbo_orders')"), ZERO)
+        self.ok("EXEC sys.sp_cdc_enable_db")
+        self.enable_cdc()
+        self.ok("INSERT orders (id, amount) VALUES (7, 1)")
+        self.capture()
+        self.assertEqual(self.rows("SELECT id FROM cdc.dbo_orders_CT"), [(7,)])
+        self.assertGreater(self.scalar("SELECT sys.fn_cdc_get_max_lsn()"), mx)    # LSNs go on
+
     def test_4711_truncate(self):
         err, _ = self.error("TRUNCATE TABLE orders", 4711)
         self.assertEqual(err.message, "Cannot truncate table 'orders' because it is published for replication or "

@@ -1,0 +1,218 @@
+"""The three measured phases: snapshot, streaming catch-up, latency.
+Each returns a list of result rows for the report (see report.py)."""
+
+import statistics
+import subprocess
+import time
+
+from . import contenders as C
+from . import tables as TB
+from .procstat import Sampler
+
+
+# ---------------------------------------------------------------------------
+# shared setup of the PostgreSQL side
+# ---------------------------------------------------------------------------
+
+def staged_columns(pg, table):
+    """(staging column, postgres type, key ordinal) of a source table, as
+    mssql_cdc would stage it: the baselines load into the same types."""
+    out = []
+    for line in pg.psql("SELECT staging_column, postgres_type, coalesce(key_ordinal, 0) "
+                        "FROM mssql_cdc.describe_source('src', 'dbo.%s') WHERE staging_column IS NOT NULL"
+                        % table[0]).splitlines():
+        col, typ, key = line.split("|")
+        out.append((col, typ, int(key)))
+    return out
+
+
+def create_baseline_tables(pg, table, fdw_options):
+    """pipe_<t> and fdw_<t> (same columns and types as the staging table, and
+    the source key as primary key: every contender maintains one index),
+    plus ft_<t>, the tds_fdw foreign table."""
+    cols = staged_columns(pg, table)
+    name = table[0]
+    defs = ", ".join('"%s" %s' % (c, t) for c, t, _ in cols)
+    keys = ", ".join('"%s"' % c for c, _, k in sorted(cols, key=lambda x: x[2]) if k)
+    for prefix in ("pipe", "fdw"):
+        pg.psql("CREATE TABLE %s_%s (%s, PRIMARY KEY (%s))" % (prefix, name, defs, keys))
+    fdefs = ", ".join('"%s" %s OPTIONS (column_name \'%s\')' % (c, t, src) for (c, t, _), (src, _) in
+                      zip(cols, table[1]))
+    pg.psql("CREATE FOREIGN TABLE ft_%s (%s) SERVER fdw OPTIONS (%s, query '%s')"
+            % (name, fdefs, fdw_options, fdw_query(table)))
+
+
+TEMPORAL = ("date", "time", "datetime", "smalldatetime", "datetime2", "datetimeoffset")
+
+
+def fdw_query(table):
+    """tds_fdw hands each value to PostgreSQL as db-lib's text form, which
+    for temporal types is "Nov 24 2020 10:43:05:6297924PM" (rejected by
+    PostgreSQL); its users read those columns as CONVERT(..., 121) text."""
+    items = []
+    for col, decl in table[1]:
+        if decl.split()[0].split("(")[0] in TEMPORAL:
+            items.append("CONVERT(varchar(40), %s, 121) AS %s" % (col, col))
+        else:
+            items.append(col)
+    return "SELECT %s FROM dbo.%s" % (", ".join(items), table[0])
+
+
+# ---------------------------------------------------------------------------
+# (1) snapshot
+# ---------------------------------------------------------------------------
+
+def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
+    name = table[0]
+    select = "SELECT %s FROM dbo.%s" % (TB.column_list(table), name)
+    results = {}
+    # the stand-in encodes each row once and then reuses the bytes: the
+    # first pass is "cold", every later reader (including all contenders)
+    # gets "warm" rows, so the cold figure is shown but not compared
+    results["stand-in raw serve (cold)"] = raw.run(si, select)
+    results["stand-in raw serve"] = raw.run(si, select)
+    # the keyset-paged chunk shape mssql_cdc sends, chunk by chunk
+    chunks = ["SELECT TOP (%d) %s, id FROM dbo.%s%s ORDER BY id" % (
+        chunk_rows, TB.column_list(table), name, "" if k == 0 else " WHERE (id > %d)" % k)
+        for k in range(0, rows + 1, chunk_rows)]
+    results["stand-in keyset chunks"] = raw.run(si, chunks)
+    results["freebcp→COPY"] = C.freebcp_copy(si, pg, select, "pipe_%s" % name, workdir)
+    results["tds_fdw INSERT…SELECT"] = C.tds_fdw_insert(pg, "ft_%s" % name, "fdw_%s" % name)
+    results["mssql_cdc snapshot"] = C.mssql_cdc_snapshot(pg, name, rows, si.pid)
+    wire = results["stand-in raw serve"]["wire_bytes"]
+    for r in results.values():
+        r["mb"] = wire / 1e6          # the same source bytes for every reader
+    return results
+
+
+# ---------------------------------------------------------------------------
+# (2) streaming catch-up of a backlog
+# ---------------------------------------------------------------------------
+
+CHANGE_COLUMNS = "__$start_lsn, __$seqval, __$operation, __$update_mask"
+
+
+def add_streaming_table(pg, name):
+    pg.psql("SELECT mssql_cdc.add_table('src', 'dbo.%s', snapshot_mode => 'never')" % name)
+    C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120)
+
+
+def generate_backlog(si, name, rows, txn_rows):
+    """rows inserts into dbo.<name>, txn_rows per source transaction, copied
+    from dbo.narrow by key range (one T-SQL loop, so no client round trips)."""
+    si.tsql("""DECLARE @i int = 0
+WHILE @i < %d
+BEGIN
+  BEGIN TRANSACTION
+  INSERT INTO dbo.%s (%s) SELECT %s FROM dbo.narrow WHERE id > @i * %d AND id <= (@i + 1) * %d
+  COMMIT TRANSACTION
+  SET @i = @i + 1
+END""" % (rows // txn_rows, name, TB.column_list(TB.NARROW), TB.column_list(TB.NARROW), txn_rows, txn_rows),
+            timeout=7200)
+
+
+def streaming(si, pg, raw, name, rows, txn_rows, workdir):
+    """Capture frozen, a backlog of `rows` changes is written; the capture
+    job then publishes it at once (timed separately: that is the stand-in's
+    work), and mssql_cdc is timed from there until it applied every row."""
+    si.ctl("capture_freeze")
+    t0 = time.time()
+    generate_backlog(si, name, rows, txn_rows)
+    gen_s = time.time() - t0
+    pid = C.worker_pid(pg)
+    base = C.status(pg, name)[1]
+    t0 = time.time()
+    si.ctl("capture_now")
+    capture_s = time.time() - t0
+    sampler = Sampler(pid)
+    source = Sampler(si.pid)
+    t0 = time.time()
+    C.wait_until(pg, name, lambda state, applied, snap: applied - base >= rows, 7200)
+    seconds = time.time() - t0
+    usage = sampler.stop()
+    usage["standin_cpu_s"] = source.stop()["cpu_s"]
+    si.ctl("capture_resume")
+    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s'" % name)
+    applied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'insert'" % staging))
+
+    changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
+               "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
+               % (CHANGE_COLUMNS, TB.column_list(TB.NARROW), name, name))
+    results = {}
+    results["stand-in change query"] = raw.run(si, changes)
+    target = "pipe_changes_%s" % name
+    pg.psql("CREATE TABLE %s (start_lsn bytea, seqval bytea, operation int, update_mask bytea, id int, big bigint, "
+            "name text, ts timestamp, amount numeric(18,4), PRIMARY KEY (start_lsn, seqval, operation))" % target)
+    results["freebcp→COPY"] = C.freebcp_copy(si, pg, changes, target, workdir)
+    results["mssql_cdc streaming"] = dict({"rows": applied, "seconds": seconds, "capture_s": capture_s,
+                                           "generate_s": gen_s}, **usage)
+    wire = results["stand-in change query"]["wire_bytes"]
+    for r in results.values():
+        r["mb"] = wire / 1e6
+    return results
+
+
+# ---------------------------------------------------------------------------
+# (3) latency at a steady rate
+# ---------------------------------------------------------------------------
+
+POLLER = r"""
+CREATE OR REPLACE FUNCTION pg_temp.bench_poll(staging regclass, expected int, timeout_s float8)
+RETURNS TABLE(id int, latency_ms float8) LANGUAGE plpgsql AS $f$
+DECLARE
+	last_id int := 0;
+	deadline timestamptz := clock_timestamp() + timeout_s * interval '1 second';
+	r record;
+BEGIN
+	CREATE TEMP TABLE seen (id int, latency_ms float8);
+	-- a volatile function takes a new snapshot per statement: each pass sees
+	-- what the worker committed since the last one
+	WHILE last_id < expected AND clock_timestamp() < deadline LOOP
+		FOR r IN EXECUTE format('SELECT id, sent_at FROM %s WHERE id > $1', staging) USING last_id LOOP
+			INSERT INTO seen VALUES (r.id,
+				extract(epoch FROM (clock_timestamp() AT TIME ZONE 'UTC') - r.sent_at) * 1000);
+			last_id := greatest(last_id, r.id);
+		END LOOP;
+		PERFORM pg_sleep(0.001);
+	END LOOP;
+	RETURN QUERY SELECT s.id, s.latency_ms FROM seen s ORDER BY s.id;
+END
+$f$;
+"""
+
+
+def latency(si, pg, seconds, interval_ms):
+    """One insert every interval_ms for `seconds` (autocommit, each row
+    carries SYSUTCDATETIME() of its insert); a tight poller in PostgreSQL
+    notes when each row becomes visible."""
+    name = TB.LATENCY[0]
+    add_streaming_table(pg, name)
+    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s'" % name)
+    n = max(1, int(seconds * 1000 / interval_ms))
+    pid = C.worker_pid(pg)
+    sampler = Sampler(pid)
+    poller = subprocess.Popen(pg.psql_cmd() + ["-c", POLLER + "SELECT * FROM pg_temp.bench_poll('%s', %d, %f)"
+                                               % (staging, n, seconds + 60)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    t0 = time.time()
+    si.tsql("""DECLARE @i int = 1
+WHILE @i <= %d
+BEGIN
+  INSERT INTO dbo.%s (id, sent_at) VALUES (@i, SYSUTCDATETIME())
+  WAITFOR DELAY '00:00:00.%03d'
+  SET @i = @i + 1
+END""" % (n, name, interval_ms), timeout=seconds * 3 + 120)
+    driven_s = time.time() - t0
+    out, err = poller.communicate(timeout=seconds + 120)
+    usage = sampler.stop()
+    if poller.returncode != 0:
+        raise RuntimeError("latency poller failed: %s" % err)
+    lat = sorted(float(line.split("|")[1]) for line in out.split() if "|" in line)
+    if len(lat) != n:
+        raise RuntimeError("the poller saw %d of %d rows" % (len(lat), n))
+
+    def pct(p):
+        return lat[min(len(lat) - 1, int(round(p / 100.0 * (len(lat) - 1))))]
+    return dict({"rows": len(lat), "seconds": driven_s, "rate": n / driven_s, "p50_ms": pct(50),
+                 "p99_ms": pct(99), "max_ms": lat[-1], "mean_ms": statistics.mean(lat)}, **usage)

@@ -1,0 +1,138 @@
+"""The results as a Markdown report: absolute figures, then ratios against
+each baseline, then the targets of issue 8 with met / missed."""
+
+import json
+import platform
+import os
+
+
+def rate(r):
+    return r["rows"] / r["seconds"] if r.get("seconds") else 0.0
+
+
+def fmt_rate(r):
+    return "{:,.0f}".format(rate(r))
+
+
+def throughput_table(title, results, baselines):
+    lines = ["### " + title, "",
+             "| contender | rows | seconds | rows/s | MB/s | " + " | ".join("× " + b for b in baselines) + " |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(baselines)]
+    for name, r in results.items():
+        ratios = []
+        for b in baselines:
+            base = results.get(b)
+            ratios.append("%.2f" % (rate(r) / rate(base)) if base and rate(base) else "–")
+        mbs = r["mb"] / r["seconds"] if r.get("seconds") else 0
+        lines.append("| %s | %d | %.2f | %s | %.1f | %s |" % (name, r["rows"], r["seconds"], fmt_rate(r), mbs,
+                                                             " | ".join(ratios)))
+    return lines + [""]
+
+
+def worker_line(phase, r):
+    """Memory, CPU per million rows, and the share of the wall time each
+    process spent on a CPU (near 100 %: that process is the bottleneck)."""
+    if r.get("cpu_s") is None or not r["rows"]:
+        return "| %s | – | – | – | – | – |" % phase
+    si = r.get("standin_cpu_s")
+    return "| %s | %.1f | %.1f | %.2f | %.0f %% | %s |" % (
+        phase, r["peak_rss_anon_mb"], r["vm_hwm_mb"], r["cpu_s"] / r["rows"] * 1e6,
+        100 * r["cpu_s"] / r["seconds"], "–" if si is None else "%.0f %%" % (100 * si / r["seconds"]))
+
+
+def ratio(results, a, b):
+    ra, rb = results.get(a), results.get(b)
+    return rate(ra) / rate(rb) if ra and rb and rate(rb) else None
+
+
+def targets(report, poll_ms):
+    out = ["| target | measured | |", "|---|---:|---|"]
+    smoke = report["config"]["smoke"]
+
+    def row(label, value, ok, unit=""):
+        verdict = "–" if value is None else "smoke: no claim" if smoke else "met" if ok else "**missed**"
+        out.append("| %s | %s%s | %s |" % (label, "–" if value is None else "%.2f" % value, unit, verdict))
+    for t, res in report.get("snapshot", {}).items():
+        v = ratio(res, "mssql_cdc snapshot", "tds_fdw INSERT…SELECT")
+        row("snapshot %s ≥ 3× tds_fdw" % t, v, v is not None and v >= 3, "×")
+        v = ratio(res, "mssql_cdc snapshot", "freebcp→COPY")
+        row("snapshot %s ≥ 0.8× freebcp→COPY" % t, v, v is not None and v >= 0.8, "×")
+    for t, res in report.get("streaming", {}).items():
+        v = ratio(res, "mssql_cdc streaming", "freebcp→COPY")
+        row("streaming %s ≥ 0.6× freebcp→COPY" % t, v, v is not None and v >= 0.6, "×")
+    lat = report.get("latency")
+    if lat:
+        row("latency p99 ≤ poll interval + 100 ms (%d ms)" % (poll_ms + 100), lat["p99_ms"],
+            lat["p99_ms"] <= poll_ms + 100, " ms")
+    peaks = [r["peak_rss_anon_mb"] for r in worker_results(report) if r.get("peak_rss_anon_mb")]
+    if peaks:
+        row("worker private RSS < 100 MB (every phase)", max(peaks), max(peaks) < 100, " MB")
+    return out + [""]
+
+
+def worker_results(report):
+    out = []
+    for res in report.get("snapshot", {}).values():
+        out.append(res["mssql_cdc snapshot"])
+    for res in report.get("streaming", {}).values():
+        out.append(res["mssql_cdc streaming"])
+    if report.get("latency"):
+        out.append(report["latency"])
+    return out
+
+
+def machine():
+    model = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    return "%s, %d cores, %.0f GB RAM, %s" % (model, os.cpu_count(), mem, platform.platform())
+
+
+def render(report):
+    cfg = report["config"]
+    lines = ["# mssql_cdc benchmark results", "",
+             "%s — `bench/run %s`%s" % (report["finished"], " ".join(cfg["argv"]),
+                                         " (**smoke run: tiny sizes, no claims**)" if cfg["smoke"] else ""),
+             "", "Machine: " + machine(), "",
+             "Settings shared by every contender: " + ", ".join("`%s = %s`" % kv for kv in cfg["pg_settings"].items()) +
+             "; stand-in capture interval %s s." % cfg["capture_interval"], ""]
+    lines += ["## Targets (issue 8)", ""] + targets(report, cfg["poll_ms"])
+    for t, res in report.get("snapshot", {}).items():
+        lines += throughput_table("Snapshot: %s table" % t, res,
+                                  ["tds_fdw INSERT…SELECT", "freebcp→COPY", "stand-in raw serve"])
+    for t, res in report.get("streaming", {}).items():
+        r = res["mssql_cdc streaming"]
+        lines += throughput_table("Streaming catch-up: %s" % t, res, ["freebcp→COPY", "stand-in change query"])
+        lines += ["(backlog written in %.1f s; the stand-in's capture job published it in %.1f s before the "
+                  "clock started)" % (r["generate_s"], r["capture_s"]), ""]
+    lat = report.get("latency")
+    if lat:
+        lines += ["### Latency: source commit → visible in PostgreSQL", "",
+                  "%d rows at %.1f rows/s; mssql_cdc.poll_interval = %d ms, capture interval %s s" % (
+                      lat["rows"], lat["rate"], cfg["poll_ms"], cfg["capture_interval"]), "",
+                  "| p50 | p99 | max | mean |", "|---:|---:|---:|---:|",
+                  "| %.0f ms | %.0f ms | %.0f ms | %.0f ms |" % (lat["p50_ms"], lat["p99_ms"], lat["max_ms"],
+                                                               lat["mean_ms"]), ""]
+    lines += ["### Worker memory and CPU", "",
+              "| phase | worker peak private RSS (RssAnon) MB | worker VmHWM MB | worker CPU s per 1M rows "
+              "| worker CPU busy | stand-in CPU busy |", "|---|---:|---:|---:|---:|---:|"]
+    for t, res in report.get("snapshot", {}).items():
+        lines.append(worker_line("snapshot %s" % t, res["mssql_cdc snapshot"]))
+    for t, res in report.get("streaming", {}).items():
+        lines.append(worker_line("streaming %s" % t, res["mssql_cdc streaming"]))
+    if lat:
+        lines.append(worker_line("latency", lat))
+    return "\n".join(lines) + "\n"
+
+
+def write(report, path_md):
+    with open(path_md, "w") as f:
+        f.write(render(report))
+    with open(path_md[:-3] + ".json", "w") as f:
+        json.dump(report, f, indent=1, default=str)

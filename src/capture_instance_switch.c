@@ -1,0 +1,351 @@
+/*-------------------------------------------------------------------------
+ *
+ * capture_instance_switch.c
+ *		Schema evolution through capture instances (see
+ *		capture_instance_switch.h and doc/schema-evolution.md).
+ *
+ * Why the switch is at the new instance's start_lsn S and nowhere else:
+ * both instances carry every change committed at or after S, and only the
+ * old one has the changes before it.  Reading the old one below S and the
+ * new one from S on therefore gives every change exactly once.  The
+ * window is cut (its end moved to S - 1) rather than split into two reads
+ * of two instances, so one window still reads one instance per table and
+ * the switch coincides with a window boundary: the checkpoint S - 1 says
+ * "old instance complete", and a crash anywhere leaves either that or the
+ * finished switch.  Cleanup may raise the new instance's start_lsn later;
+ * any point at or above the original S is an equally correct switch point,
+ * so the worker simply uses the start_lsn it sees.
+ *
+ * The poll reads sys.sp_cdc_help_change_data_capture without arguments:
+ * one call lists every capture instance the login may read (exactly what
+ * the worker can use), through the documented interface rather than the
+ * cdc.change_tables system table, and the same way on the stand-in.
+ *
+ * IDENTIFICATION
+ *		src/capture_instance_switch.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "capture_instance_switch.h"
+#include "source_name.h"
+#include "staging.h"
+
+void
+ci_read_source_state(TdsSession *session, SourceCdcState *state)
+{
+	static const char *const db_names[] = {"name", "is_cdc_enabled"};
+	static const char *const ci_names[] = {"source_schema", "source_table", "capture_instance",
+	"start_lsn"};
+	List	   *rows;
+	ListCell   *lc;
+
+	memset(state, 0, sizeof(*state));
+	state->cdc_enabled = true;	/* unless sys.databases says otherwise */
+	rows = source_schema_fetch_rows(session,
+									"SELECT name, is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()",
+									db_names, lengthof(db_names));
+	if (rows != NIL)
+	{
+		char	  **v = linitial(rows);
+
+		state->database = v[0] ? v[0] : "?";
+		state->cdc_enabled = v[1] != NULL &&
+			(strcmp(v[1], "true") == 0 || strcmp(v[1], "1") == 0);
+	}
+	state->known = true;
+	if (!state->cdc_enabled)
+		return;
+
+	rows = source_schema_fetch_rows(session, "EXEC sys.sp_cdc_help_change_data_capture",
+									ci_names, lengthof(ci_names));
+	foreach(lc, rows)
+	{
+		char	  **v = lfirst(lc);
+		SourceInstance *inst;
+
+		if (v[0] == NULL || v[1] == NULL || v[2] == NULL)
+			continue;
+		inst = palloc0(sizeof(SourceInstance));
+		inst->source_schema = v[0];
+		inst->source_table = v[1];
+		inst->name = v[2];
+		inst->has_start_lsn = source_schema_parse_binary_lsn(v[3], &inst->start_lsn);
+		state->instances = lappend(state->instances, inst);
+	}
+}
+
+/* SQL Server compares names under the database collation: usually case-insensitive */
+static bool
+same_name(const char *a, const char *b)
+{
+	return pg_strcasecmp(a, b) == 0;
+}
+
+static bool
+instance_of(const SourceInstance *inst, const MssqlCdcTable *table)
+{
+	return same_name(inst->source_schema, table->source_schema) &&
+		same_name(inst->source_table, table->source_table);
+}
+
+CiPlan
+ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTable *table,
+				   const MssqlLsn *from)
+{
+	CiPlan		plan = {CI_READ_CURRENT, NULL, NULL};
+	ListCell   *lc;
+
+	if (table->capture_instance == NULL)
+		return plan;			/* describe picks one; nothing to switch from */
+
+	foreach(lc, state->instances)
+	{
+		SourceInstance *inst = lfirst(lc);
+
+		if (instance_of(inst, table) && same_name(inst->name, table->capture_instance))
+			plan.current = inst;
+	}
+	foreach(lc, state->instances)
+	{
+		SourceInstance *inst = lfirst(lc);
+
+		if (!instance_of(inst, table) || inst == plan.current)
+			continue;
+		/* only forward: an older instance never replaces the recorded one */
+		if (plan.current != NULL && plan.current->has_start_lsn && inst->has_start_lsn &&
+			mssql_lsn_cmp(&inst->start_lsn, &plan.current->start_lsn) <= 0)
+			continue;
+		/* SQL Server allows two instances per table: at most one other */
+		if (plan.successor == NULL ||
+			(inst->has_start_lsn && (!plan.successor->has_start_lsn ||
+									 mssql_lsn_cmp(&inst->start_lsn, &plan.successor->start_lsn) > 0)))
+			plan.successor = inst;
+	}
+
+	if (plan.current != NULL)
+	{
+		if (plan.successor == NULL || !plan.successor->has_start_lsn)
+			plan.kind = CI_READ_CURRENT;
+		else if (mssql_lsn_cmp(from, &plan.successor->start_lsn) >= 0)
+			plan.kind = CI_SWITCH;
+		else
+			plan.kind = CI_READ_UNTIL_SUCCESSOR;
+		return plan;
+	}
+	if (plan.successor == NULL)
+		plan.kind = CI_NOT_VISIBLE;
+	else if (!plan.successor->has_start_lsn)
+		plan.kind = CI_WAIT;
+	else if (mssql_lsn_cmp(from, &plan.successor->start_lsn) >= 0)
+		plan.kind = CI_SWITCH;
+	else
+		plan.kind = CI_LOST_CHANGES;
+	return plan;
+}
+
+bool
+ci_still_listed(const SourceCdcState *state, const char *source_schema,
+				const char *source_table, const MssqlCaptureInstance *ci)
+{
+	ListCell   *lc;
+
+	foreach(lc, state->instances)
+	{
+		SourceInstance *inst = lfirst(lc);
+
+		if (!same_name(inst->source_schema, source_schema) ||
+			!same_name(inst->source_table, source_table) || !same_name(inst->name, ci->name))
+			continue;
+		if (inst->has_start_lsn != ci->has_start_lsn)
+			return false;
+		return !ci->has_start_lsn || mssql_lsn_cmp(&inst->start_lsn, &ci->start_lsn) == 0;
+	}
+	return false;
+}
+
+static char *
+table_display(const MssqlCdcTable *table)
+{
+	return mssql_display_name(table->source_schema, table->source_table);
+}
+
+void
+ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
+					   const char *server_name, char **message, char **hint)
+{
+	static const char *const names[] = {"is_tracked_by_cdc"};
+	char	   *object = psprintf("%s.%s", mssql_quote_identifier(table->source_schema),
+								  mssql_quote_identifier(table->source_table));
+	List	   *rows;
+
+	rows = source_schema_fetch_rows(session,
+									psprintf("SELECT is_tracked_by_cdc FROM sys.tables WHERE object_id = OBJECT_ID(%s)",
+											 tds_quote_nstring(object)),
+									names, 1);
+	if (rows != NIL)
+	{
+		const char *tracked = ((char **) linitial(rows))[0];
+
+		if (tracked != NULL && (strcmp(tracked, "true") == 0 || strcmp(tracked, "1") == 0))
+		{
+			*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
+								table_display(table), server_name, table->capture_instance);
+			*hint = pstrdup("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
+			return;
+		}
+	}
+	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
+						table->capture_instance, table_display(table), server_name,
+						rows == NIL ? ", or the table itself was dropped" : "");
+	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
+					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
+}
+
+void
+ci_explain_lost_changes(const MssqlCdcTable *table, const CiPlan *plan, const MssqlLsn *from,
+						char **message, char **hint)
+{
+	char		from_text[MSSQL_LSN_TEXT_SIZE];
+	char		start_text[MSSQL_LSN_TEXT_SIZE];
+
+	mssql_lsn_format(from, from_text);
+	mssql_lsn_format(&plan->successor->start_lsn, start_text);
+	*message = psprintf("Capture instance \"%s\" of table %s was dropped before its changes were copied up to the start of capture instance \"%s\": the changes from %s to just before %s exist in neither and are lost.",
+						table->capture_instance, table_display(table), plan->successor->name,
+						from_text, start_text);
+	*hint = psprintf("Call mssql_cdc.resnapshot() to copy the table again (it then reads \"%s\"). Drop an old capture instance only after mssql_cdc.capture_instance_switches shows the switch.",
+					 plan->successor->name);
+}
+
+void
+ci_explain_cdc_disabled(const SourceCdcState *state, const char *server_name,
+						char **message, char **hint)
+{
+	*message = psprintf("Change data capture was disabled on database \"%s\" of server \"%s\" (sys.sp_cdc_disable_db): its capture instances and their changes are gone.",
+						state->database ? state->database : "?", server_name);
+	*hint = pstrdup("Run EXEC sys.sp_cdc_enable_db and sys.sp_cdc_enable_table for the table on SQL Server, then call mssql_cdc.resnapshot() to copy it again.");
+}
+
+char *
+ci_check_staging(const MssqlCdcTable *table, const MssqlSourceTable *new_src,
+				 StagingDiff *diff, char **hint)
+{
+	const char *staging = quote_qualified_identifier(table->staging_schema, table->staging_table);
+
+	staging_compare(table->staging_schema, table->staging_table,
+					new_src->columns, new_src->ncolumns, diff);
+	if (diff->conflict != NULL)
+	{
+		*hint = psprintf("Either change the staging column yourself (ALTER TABLE %s ALTER COLUMN %s TYPE %s) and call mssql_cdc.resnapshot(), or remove the table with mssql_cdc.remove_table() and add it again.",
+						 staging, quote_identifier(diff->conflict->pg_name), diff->conflict_new_type);
+		return psprintf("Column \"%s\" of table %s changed type: staging table %s has %s, but capture instance \"%s\" has %s, which maps to %s. mssql_cdc does not change staging column types by itself.",
+						diff->conflict->name, table_display(table), staging,
+						diff->conflict_staging_type, new_src->capture_instance->name,
+						mssql_type_display(diff->conflict), diff->conflict_new_type);
+	}
+	if (diff->reserved != NULL)
+	{
+		*hint = pstrdup("Rename the column on SQL Server, or leave it out of the capture instance (@captured_column_list of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
+		return psprintf("Column \"%s\" of capture instance \"%s\" collides with the staging table's metadata columns (names starting with \"%s\" are reserved).",
+						diff->reserved->name, new_src->capture_instance->name,
+						STAGING_METADATA_PREFIX);
+	}
+	return NULL;
+}
+
+static Datum
+text_array(List *names)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(names), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, names)
+		elems[n++] = CStringGetTextDatum((const char *) lfirst(lc));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static Datum
+lsn_text(const MssqlLsn *lsn)
+{
+	char		buf[MSSQL_LSN_TEXT_SIZE];
+
+	mssql_lsn_format(lsn, buf);
+	return CStringGetTextDatum(buf);
+}
+
+void
+ci_switch_commit(const MssqlCdcTable *table, const char *old_instance,
+				 const MssqlSourceTable *new_src, const StagingDiff *diff,
+				 const MssqlLsn *switch_lsn, Oid run_as)
+{
+	const MssqlCaptureInstance *ci = new_src->capture_instance;
+	List	   *added = NIL;
+	ListCell   *lc;
+	Oid			types[7] = {INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	CatalogOwnerScope scope;
+
+	staging_add_columns(table->staging_schema, table->staging_table, diff->missing, run_as);
+	foreach(lc, diff->missing)
+		added = lappend(added, ((const MssqlColumn *) lfirst(lc))->pg_name);
+
+	values[0] = Int32GetDatum(table->table_id);
+	if (old_instance)
+		values[1] = CStringGetTextDatum(old_instance);
+	else
+		nulls[1] = 'n';
+	values[2] = CStringGetTextDatum(ci->name);
+	if (switch_lsn)
+		values[3] = lsn_text(switch_lsn);
+	else
+		nulls[3] = 'n';
+	if (ci->has_start_lsn)
+		values[4] = lsn_text(&ci->start_lsn);
+	else
+		nulls[4] = 'n';
+	values[5] = text_array(added);
+	values[6] = text_array(diff->not_captured);
+
+	catalog_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE mssql_cdc.tables SET capture_instance = $3 WHERE table_id = $1",
+							  7, types, values, nulls, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "mssql_cdc.tables row of table %d vanished during its capture-instance switch",
+			 table->table_id);
+	if (SPI_execute_with_args("INSERT INTO mssql_cdc.capture_instance_switches"
+							  " (table_id, old_capture_instance, new_capture_instance, switch_lsn,"
+							  "  new_start_lsn, columns_added, columns_not_captured)"
+							  " VALUES ($1, $2, $3, $4::mssql_cdc.lsn, $5::mssql_cdc.lsn, $6, $7)",
+							  7, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the capture-instance switch of table %d", table->table_id);
+	SPI_finish();
+	catalog_restore_user(&scope);
+}
+
+bool
+ci_lsn_decrement(const MssqlLsn *lsn, MssqlLsn *result)
+{
+	int			i;
+
+	if (mssql_lsn_is_zero(lsn))
+		return false;
+	*result = *lsn;
+	for (i = MSSQL_LSN_BYTES - 1; i >= 0; i--)
+	{
+		if (result->bytes[i]-- != 0)
+			break;
+	}
+	return true;
+}
