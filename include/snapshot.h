@@ -61,9 +61,10 @@ extern bool snapshot_read_start(TdsSession *session, const MssqlSourceTable *src
  * transaction, after it locked the state row (apply_lock_snapshot).
  * *isolation caches the database's snapshot isolation setting for the
  * connection.  Returns true when this chunk finished the snapshot;
- * *rows gets the rows copied.
+ * *rows gets the rows copied.  Advances table->snapshot_last_key and
+ * snapshot_rows the way the chunk's commit advances the state row.
  */
-extern bool snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
+extern bool snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 								const MssqlSourceTable *src, Oid run_as,
 								SnapshotIsolation *isolation, int64 *rows);
 

@@ -373,10 +373,11 @@ check_isolation(TdsSession *session)
 }
 
 bool
-snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
+snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 					const MssqlSourceTable *src, Oid run_as,
 					SnapshotIsolation *isolation, int64 *rows)
 {
+	MemoryContext callercxt = CurrentMemoryContext;
 	const char *refusal;
 	KeyColumn  *keys = key_columns(src, &refusal);
 	int			nkey = src->nkey;
@@ -463,7 +464,8 @@ snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
 	apply_snapshot_finish(ins);
 	if (copied > 0)
 	{
-		oldcxt = MemoryContextSwitchTo(keycxt);
+		/* in the caller's context: it becomes the table's resume point */
+		oldcxt = MemoryContextSwitchTo(callercxt);
 		for (i = 0; i < nkey; i++)
 			last_key = lappend(last_key, key_literal(&keys[i], &raw_keys[i]));
 		MemoryContextSwitchTo(oldcxt);
@@ -473,6 +475,16 @@ snapshot_copy_chunk(TdsSession *session, const MssqlCdcTable *table,
 	done = copied < chunk_rows;
 	apply_snapshot_progress(table->table_id, last_key, copied, done, &table->snapshot_lsn);
 	MemoryContextDelete(keycxt);
+
+	/*
+	 * The caller's copy of the state row now says what the catalog will say
+	 * once the chunk's transaction commits, so it may copy the next chunk
+	 * without reading the catalog again (if the commit fails, the worker's
+	 * error path discards this copy with the iteration).
+	 */
+	if (copied > 0)
+		table->snapshot_last_key = last_key;
+	table->snapshot_rows += copied;
 	*rows = copied;
 	return done;
 }

@@ -9,8 +9,9 @@
  * removed: the launcher will not restart us), (re)connect, poll
  * sys.fn_cdc_get_max_lsn(), start 'never' tables at that LSN and start the
  * snapshot of 'initial' tables (record L0), then apply one window per group
- * of tables that share a checkpoint, and last copy one snapshot chunk
- * (snapshot.c) so that streaming tables get their windows between chunks.
+ * of tables that share a checkpoint, and last copy snapshot chunks for up
+ * to a poll interval (snapshot.c) so that streaming tables get their
+ * windows between those runs.
  *
  * A window [from, to] ends on a source transaction boundary (cdc_window.c)
  * and is applied in ONE Postgres transaction together with the new
@@ -952,7 +953,7 @@ copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
 		ereport(LOG,
 				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s done (%lld rows), streaming from its start LSN",
 						server_name, table->source_schema, table->source_table,
-						(long long) (table->snapshot_rows + rows))));
+						(long long) table->snapshot_rows)));
 	return !done;
 }
 
@@ -1092,16 +1093,32 @@ run_iteration(void)
 		report_lag(&lead, &max_lsn);
 
 	/*
-	 * Then one snapshot chunk: streaming tables get their windows between
-	 * chunks, so their lag stays within a poll or two while a big table is
-	 * copied; no sleep between chunks while rows remain.
+	 * Then snapshot chunks, each its own transaction, for up to a poll
+	 * interval: streaming tables get their windows between those runs, so
+	 * their lag stays within a poll or two while a big table is copied; no
+	 * sleep while rows remain.
 	 */
 	if (snapshotting != NULL)
 	{
-		CHECK_FOR_INTERRUPTS();
-		if (copy_snapshot_chunk(server, snapshotting))
+		TimestampTz started = GetCurrentTimestamp();
+		bool		more;
+
+		/*
+		 * Chunks back to back for up to one poll interval: the catalog
+		 * reads and the max-LSN poll of an iteration would otherwise sit
+		 * between every two chunks, while the streaming tables need their
+		 * windows only about once a poll interval.
+		 */
+		do
+		{
+			CHECK_FOR_INTERRUPTS();
+			more = copy_snapshot_chunk(server, snapshotting);
+			note_snapshot_isolation(snapshotting);
+		} while (more && !ConfigReloadPending && !cdc_slot_stop_requested() &&
+				 !TimestampDifferenceExceeds(started, GetCurrentTimestamp(),
+											 mssql_cdc_poll_interval));
+		if (more)
 			busy = true;
-		note_snapshot_isolation(snapshotting);
 	}
 	return busy;
 }

@@ -388,4 +388,13 @@ is( $node->safe_psql('postgres',
 
 $node->stop;
 $si->stop;
+# doc/troubleshooting.md explains exactly the conditions the code can set
+my $root = "$FindBin::RealBin/..";
+my @in_code = sort map { /^#define COND_\w+\s+"(\w+)"/ ? $1 : () }
+  split /\n/, slurp_file("$root/include/error_condition.h");
+my @in_doc = sort map { /^\| `(\w+)`/ ? $1 : () }
+  split /\n/, slurp_file("$root/doc/troubleshooting.md");
+cmp_ok(scalar @in_code, '>=', 20, 'include/error_condition.h defines the conditions');
+is_deeply(\@in_doc, \@in_code, 'doc/troubleshooting.md lists every condition, and only those');
+
 done_testing();
