@@ -70,6 +70,22 @@ extern MssqlSourceTable *source_schema_describe(TdsSession *session,
 extern List *source_schema_fetch_rows(TdsSession *session, const char *sql,
 									  const char *const *names, int ncols);
 
+/* Whether sys.tables lists the source table, and as tracked by CDC */
+typedef enum SourceCdcTracking
+{
+	SOURCE_TABLE_NOT_FOUND,
+	SOURCE_TABLE_NOT_TRACKED,
+	SOURCE_TABLE_TRACKED
+} SourceCdcTracking;
+
+/*
+ * sys.tables.is_tracked_by_cdc of schema.table: tells "CDC was disabled for
+ * the table" from "the login may not see its capture instances" when none
+ * is visible.
+ */
+extern SourceCdcTracking source_schema_cdc_tracking(TdsSession *session, const char *schema,
+													const char *table);
+
 /* A binary(10) column as text ("\x0000002A000001F00003") -> LSN; false for NULL */
 extern bool source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn);
 

@@ -28,6 +28,8 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
 
 #include "type_map.h"
 
@@ -77,6 +79,13 @@ extern void staging_create_table(const char *staging_schema, const char *staging
  * Raises ERRCODE_UNDEFINED_TABLE, ERRCODE_UNDEFINED_COLUMN or
  * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE with a hint.
  */
+/*
+ * The staging table by name, opened with lockmode; a clear error (undefined
+ * table, with a hint) when it was dropped or renamed.
+ */
+extern Relation staging_open(const char *staging_schema, const char *staging_table,
+							 LOCKMODE lockmode);
+
 extern void staging_check_table(const char *staging_schema, const char *staging_table,
 								const MssqlColumn *cols, int ncols);
 

@@ -197,18 +197,7 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 static Relation
 open_staging(const MssqlCdcTable *table)
 {
-	Oid			nspid = get_namespace_oid(table->staging_schema, true);
-	Oid			relid;
-
-	relid = OidIsValid(nspid) ? get_relname_relid(table->staging_table, nspid) : InvalidOid;
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("staging table %s.%s does not exist",
-						quote_identifier(table->staging_schema),
-						quote_identifier(table->staging_table)),
-				 errhint("Remove the table with mssql_cdc.remove_table() and add it again.")));
-	return table_open(relid, RowExclusiveLock);
+	return staging_open(table->staging_schema, table->staging_table, RowExclusiveLock);
 }
 
 /*

@@ -181,30 +181,19 @@ void
 ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 					   const char *server_name, char **message, char **hint)
 {
-	static const char *const names[] = {"is_tracked_by_cdc"};
-	char	   *object = psprintf("%s.%s", mssql_quote_identifier(table->source_schema),
-								  mssql_quote_identifier(table->source_table));
-	List	   *rows;
+	SourceCdcTracking tracking = source_schema_cdc_tracking(session, table->source_schema,
+															table->source_table);
 
-	rows = source_schema_fetch_rows(session,
-									psprintf("SELECT is_tracked_by_cdc FROM sys.tables WHERE object_id = OBJECT_ID(%s)",
-											 tds_quote_nstring(object)),
-									names, 1);
-	if (rows != NIL)
+	if (tracking == SOURCE_TABLE_TRACKED)
 	{
-		const char *tracked = ((char **) linitial(rows))[0];
-
-		if (tracked != NULL && (strcmp(tracked, "true") == 0 || strcmp(tracked, "1") == 0))
-		{
-			*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
-								table_display(table), server_name, table->capture_instance);
-			*hint = pstrdup("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
-			return;
-		}
+		*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
+							table_display(table), server_name, table->capture_instance);
+		*hint = pstrdup("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
+		return;
 	}
 	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
 						table->capture_instance, table_display(table), server_name,
-						rows == NIL ? ", or the table itself was dropped" : "");
+						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped" : "");
 	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
 					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
 }

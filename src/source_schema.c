@@ -257,20 +257,28 @@ source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn)
 static void report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
 			pg_attribute_noreturn();
 
-/* No capture instance is visible: not enabled, or not readable by the login? */
-static void
-report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
+SourceCdcTracking
+source_schema_cdc_tracking(TdsSession *session, const char *schema, const char *table)
 {
 	static const char *const names[] = {"is_tracked_by_cdc"};
-	char	   *object = psprintf("%s.%s", mssql_quote_identifier(src->schema),
-								  mssql_quote_identifier(src->table));
+	char	   *object = psprintf("%s.%s", mssql_quote_identifier(schema),
+								  mssql_quote_identifier(table));
 	List	   *rows;
 
 	rows = source_schema_fetch_rows(session,
 					  psprintf("SELECT is_tracked_by_cdc FROM sys.tables WHERE object_id = OBJECT_ID(%s)",
 							   tds_quote_nstring(object)),
 					  names, 1);
-	if (rows != NIL && bool_value(((char **) linitial(rows))[0]))
+	if (rows == NIL)
+		return SOURCE_TABLE_NOT_FOUND;
+	return bool_value(((char **) linitial(rows))[0]) ? SOURCE_TABLE_TRACKED : SOURCE_TABLE_NOT_TRACKED;
+}
+
+/* No capture instance is visible: not enabled, or not readable by the login? */
+static void
+report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
+{
+	if (source_schema_cdc_tracking(session, src->schema, src->table) == SOURCE_TABLE_TRACKED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("table %s of server \"%s\" is enabled for change data capture, but the login sees no capture instance of it",

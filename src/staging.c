@@ -327,25 +327,32 @@ check_primary_key(Relation rel, const char *where)
 				 errhint("ALTER TABLE %s ADD PRIMARY KEY (_cdc_lsn, _cdc_seqval, _cdc_op);", where)));
 }
 
+Relation
+staging_open(const char *staging_schema, const char *staging_table, LOCKMODE lockmode)
+{
+	Oid			nspid = get_namespace_oid(staging_schema, true);
+	Oid			relid = OidIsValid(nspid) ? get_relname_relid(staging_table, nspid) : InvalidOid;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("staging table %s does not exist",
+						quote_qualified_identifier(staging_schema, staging_table)),
+				 errhint("It was dropped or renamed.  Remove the table with mssql_cdc.remove_table() and add it again.")));
+	return table_open(relid, lockmode);
+}
+
 void
 staging_check_table(const char *staging_schema, const char *staging_table,
 					const MssqlColumn *cols, int ncols)
 {
-	Oid			nspid = get_namespace_oid(staging_schema, true);
-	Oid			relid = OidIsValid(nspid) ? get_relname_relid(staging_table, nspid) : InvalidOid;
 	const char *where = quote_qualified_identifier(staging_schema, staging_table);
 	Relation	rel;
 	TupleDesc	desc;
 	int			nestlevel;
 	int			i;
 
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("staging table %s does not exist", where),
-				 errhint("It was dropped or renamed.  Remove the table with mssql_cdc.remove_table() and add it again.")));
-
-	rel = table_open(relid, AccessShareLock);
+	rel = staging_open(staging_schema, staging_table, AccessShareLock);
 	if (rel->rd_rel->relkind != RELKIND_RELATION && rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -393,21 +400,15 @@ void
 staging_compare(const char *staging_schema, const char *staging_table,
 				const MssqlColumn *cols, int ncols, StagingDiff *diff)
 {
-	Oid			nspid = get_namespace_oid(staging_schema, true);
-	Oid			relid = OidIsValid(nspid) ? get_relname_relid(staging_table, nspid) : InvalidOid;
-	const char *where = quote_qualified_identifier(staging_schema, staging_table);
 	Relation	rel;
+	Oid			relid;
 	TupleDesc	desc;
 	int			nestlevel;
 	int			i;
 
 	memset(diff, 0, sizeof(*diff));
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("staging table %s does not exist", where),
-				 errhint("It was dropped or renamed.  Remove the table with mssql_cdc.remove_table() and add it again.")));
-	rel = table_open(relid, AccessShareLock);
+	rel = staging_open(staging_schema, staging_table, AccessShareLock);
+	relid = RelationGetRelid(rel);
 	desc = RelationGetDescr(rel);
 
 	nestlevel = use_catalog_search_path();
