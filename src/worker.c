@@ -694,11 +694,26 @@ check_source_cdc_enabled(List *tables)
 }
 
 /*
+ * In a unit's transaction that succeeded: end the server's failure streak,
+ * once (the catalog copy says it is over, so later windows and chunks of
+ * the iteration do not write it again).
+ */
+static void
+end_failure_streak(MssqlCdcServer *server)
+{
+	if (server->consecutive_failures > 0)
+	{
+		apply_reset_server_failures(server_name);
+		server->consecutive_failures = 0;
+	}
+}
+
+/*
  * Apply one window to a group of tables that share checkpoint `checkpoint`.
  * Returns true when the window was full (more work is waiting).
  */
 static bool
-apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
+apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
 			 const MssqlLsn *max_lsn, TimestampTz max_time, MssqlLsn *reached)
 {
 	MssqlLsn	from;
@@ -813,8 +828,7 @@ apply_window(const MssqlCdcServer *server, List *group, const MssqlLsn *checkpoi
 			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
 		i++;
 	}
-	if (server->consecutive_failures > 0)
-		apply_reset_server_failures(server_name);
+	end_failure_streak(server);
 	commit_transaction();
 	cdc_slot_report_success();
 	context_table_id = 0;
@@ -912,7 +926,7 @@ start_snapshot(MssqlCdcTable *table)
  * Returns true while the snapshot has more to copy.
  */
 static bool
-copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
+copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 {
 	MssqlSourceTable *src;
 	int64		rows = 0;
@@ -942,8 +956,7 @@ copy_snapshot_chunk(const MssqlCdcServer *server, MssqlCdcTable *table)
 	}
 	done = snapshot_copy_chunk(session, table, src, worker_args.run_as,
 							   &snapshot_isolation, &rows);
-	if (server->consecutive_failures > 0)
-		apply_reset_server_failures(server_name);
+	end_failure_streak(server);
 	commit_transaction();
 	cdc_slot_report_success();
 	context_table_id = 0;
