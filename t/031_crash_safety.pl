@@ -14,7 +14,7 @@ use lib "$FindBin::RealBin/lib";
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use Launcher qw(kill_worker_and_wait);
+use Launcher qw(kill_worker_and_wait wait_worker_pid);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(time usleep);
@@ -138,18 +138,7 @@ sub finish_workload
 	die "workload failed: $all" if $all =~ /^Msg \d+/m;
 }
 
-sub worker_pid
-{
-	my $deadline = time + 30;
-	while (time < $deadline)
-	{
-		my ($ret, $stdout) = $node->psql('postgres',
-			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-		return $stdout if $ret == 0 && $stdout =~ /^\d+$/;
-		usleep(50_000);
-	}
-	return undef;
-}
+sub worker_pid { return wait_worker_pid($node, 30) }
 
 # ---------------------------------------------------------------------------
 # Workload with crashes

@@ -11,6 +11,7 @@ use FindBin;
 use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Launcher qw(wait_worker_pid);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(time usleep);
@@ -64,18 +65,7 @@ sub staging_matches
 	is_deeply(\@got, \@expected, "$what: staging equals the source history exactly (no loss, no duplicate)");
 }
 
-sub worker_pid
-{
-	my $deadline = time + 60;
-	while (time < $deadline)
-	{
-		my $pid = $node->safe_psql('postgres',
-			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-		return $pid if $pid =~ /^\d+$/;
-		usleep(50_000);
-	}
-	return undef;
-}
+sub worker_pid { return wait_worker_pid($node, 60) }
 
 # wait until a fault has been taken (it disappears once used)
 sub wait_fault_taken

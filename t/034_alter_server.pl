@@ -9,6 +9,7 @@ use FindBin;
 use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Launcher qw(wait_worker_pid);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(usleep);
@@ -50,14 +51,7 @@ sub staging_matches
 	is_deeply(\@got, \@expected, "$what: staging equals the source history");
 }
 
-sub worker_pid
-{
-	my $pid;
-	$node->poll_query_until('postgres',
-		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-	return $node->safe_psql('postgres',
-		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-}
+sub worker_pid { return wait_worker_pid($node, 180) }
 
 $node->poll_query_until('postgres',
 	q{SELECT state = 'streaming' FROM mssql_cdc.status}) or die 'never streamed';

@@ -19,7 +19,7 @@ use lib "$FindBin::RealBin/lib";
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use Launcher qw(kill_worker_and_wait);
+use Launcher qw(kill_worker_and_wait wait_worker_pid);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(time usleep);
@@ -65,18 +65,7 @@ sub state_of
 	return $ret == 0 ? $out : '';
 }
 
-sub worker_pid
-{
-	my $deadline = time + 30;
-	while (time < $deadline)
-	{
-		my ($ret, $stdout) = $node->psql('postgres',
-			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-		return $stdout if $ret == 0 && $stdout =~ /^\d+$/;
-		usleep(50_000);
-	}
-	return undef;
-}
+sub worker_pid { return wait_worker_pid($node, 30) }
 
 # a burst of random single-statement transactions on the source, in the background
 my $next_id = 100_000;

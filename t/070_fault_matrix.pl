@@ -21,6 +21,7 @@ use FindBin;
 use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Launcher qw(wait_worker_pid);
 use StandIn;
 use Test::More;
 use Time::HiRes qw(usleep);
@@ -141,17 +142,7 @@ sub recovered
 	  or diag_state();
 }
 
-sub worker_pid
-{
-	for (1 .. 600)
-	{
-		my $pid = $node->safe_psql('postgres',
-			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
-		return $pid if $pid =~ /^\d+$/;
-		usleep(50_000);
-	}
-	return undef;
-}
+sub worker_pid { return wait_worker_pid($node, 30) }
 
 # a new worker process reads the changed server options / user mapping
 sub restart_worker

@@ -1,12 +1,14 @@
 # Helpers for tests of mssql_cdc's background processes: the launcher's
-# loop barrier, and a SIGKILL of a worker followed by the crash restart.
+# loop barrier, the source worker's pid, and a SIGKILL of a worker followed
+# by the crash restart.
 package Launcher;
 
 use strict;
 use warnings;
 
 use Exporter 'import';
-our @EXPORT_OK = qw(launcher_barrier kill_worker_and_wait);
+use Time::HiRes qw(time usleep);
+our @EXPORT_OK = qw(launcher_barrier kill_worker_and_wait wait_worker_pid);
 
 # Returns once the launcher has completed a full loop iteration that started
 # after this call: the first reload's log line proves the loop is at its top,
@@ -37,6 +39,23 @@ sub kill_worker_and_wait
 	$node->poll_query_until('postgres', 'SELECT true')
 	  or die 'the node did not come back after the crash restart';
 	return 1;
+}
+
+# The pid of the node's one source worker, waiting up to $seconds for it to
+# (re)appear; undef if it does not.  Connection failures during a crash
+# restart count as "not yet".
+sub wait_worker_pid
+{
+	my ($node, $seconds) = @_;
+	my $deadline = time + $seconds;
+	while (time < $deadline)
+	{
+		my ($ret, $stdout) = $node->psql('postgres',
+			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'});
+		return $stdout if $ret == 0 && $stdout =~ /^\d+$/;
+		usleep(50_000);
+	}
+	return undef;
 }
 
 1;
