@@ -92,7 +92,4 @@ extern bool source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn);
 /* 'dbo.orders of server "erp"': names the source in staging table comments */
 extern char *source_label(const MssqlSourceTable *src);
 
-/* The column goes into the staging table: captured and not computed. */
-extern bool source_column_is_staged(const MssqlColumn *col);
-
 #endif							/* MSSQL_CDC_SOURCE_SCHEMA_H */

@@ -46,6 +46,9 @@ typedef struct MssqlColumn
 	bool		captured;		/* in the capture instance's column list */
 } MssqlColumn;
 
+/* The column goes into the staging table: captured and not computed. */
+extern bool source_column_is_staged(const MssqlColumn *col);
+
 /* Initialise a column with every facet unknown. */
 extern void mssql_column_init(MssqlColumn *col);
 

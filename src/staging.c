@@ -32,7 +32,6 @@
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 
-#include "source_schema.h"
 #include "staging.h"
 
 /* "_" + 8 hex digits appended to a shortened name */

@@ -189,6 +189,12 @@ static const TypeRule type_rules[] = {
 
 #define NUM_TYPE_RULES lengthof(type_rules)
 
+bool
+source_column_is_staged(const MssqlColumn *col)
+{
+	return col->captured && !col->is_computed;
+}
+
 void
 mssql_column_init(MssqlColumn *col)
 {

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * tds_session_internal.h
+ *		What the files of the TDS session layer share and nobody else
+ *		sees: the session struct and the db-lib glue between them
+ *		(tds_session.c opens, runs batches and closes; tds_errors.c holds
+ *		the db-lib callbacks and turns what they recorded into ereports;
+ *		tds_result.c reads result columns; tds_freetds_conf.c writes the
+ *		per-login freetds.conf).
+ *
+ * Only those files include this header (it pulls in db-lib's sybdb.h).
+ *
+ * IDENTIFICATION
+ *		include/tds_session_internal.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_TDS_SESSION_INTERNAL_H
+#define MSSQL_CDC_TDS_SESSION_INTERNAL_H
+
+#include "postgres.h"
+
+#define MSDBLIB 1				/* Microsoft db-lib semantics (see dbopen) */
+#include <sybfront.h>
+#include <sybdb.h>
+
+#include "lib/ilist.h"
+
+#include "tds_session.h"
+
+struct TdsSession
+{
+	DBPROCESS  *dbproc;			/* NULL once closed */
+	char	   *server_name;	/* the foreign server, for messages */
+	bool		dead;			/* connection unusable; reopen */
+	bool		interrupted;	/* our interrupt handler stopped a wait */
+	bool		results_pending;	/* batch sent, results not all read */
+	TdsRemoteError err;			/* filled by the db-lib callbacks */
+	dlist_node	node;			/* in open_sessions */
+};
+
+/*
+ * Where the callbacks record errors while dbopen runs: the DBPROCESS has
+ * no user data yet (and for some failures there is no DBPROCESS at all).
+ */
+extern TdsSession *tds_opening_session;
+
+/* Errors raised outside any session (dbinit, login record setup) */
+extern TdsRemoteError tds_orphan_error;
+
+/* The worker's own stop flag, or NULL (tds_session_set_shutdown_flag) */
+extern volatile sig_atomic_t *tds_shutdown_flag;
+
+/* ---- tds_errors.c: db-lib callbacks (record, never raise) --------------- */
+extern int	tds_error_handler(DBPROCESS *dbproc, int severity, int dberr, int oserr,
+							  char *dberrstr, char *oserrstr);
+extern int	tds_message_handler(DBPROCESS *dbproc, DBINT msgno, int msgstate, int severity,
+								char *msgtext, char *srvname, char *procname, int line);
+extern int	tds_check_interrupt(void *dbproc);
+extern int	tds_handle_interrupt(void *dbproc);
+
+/*
+ * After a db-lib call: decide whether it failed, leave the session usable
+ * (dbcancel) or dead, and raise unless the caller accepts remote errors.
+ * Returns true if the call succeeded, false for a tolerated remote error.
+ */
+extern bool tds_after_call(TdsSession *session, bool failed, const char *what,
+						   bool tolerate_remote);
+
+/* ---- tds_session.c ------------------------------------------------------ */
+extern void tds_close_dbproc(TdsSession *session);
+extern void tds_clear_error(TdsSession *session);
+extern void tds_check_usable(TdsSession *session);
+
+/* ---- tds_freetds_conf.c ------------------------------------------------- */
+/* the section name used for IPv6 hosts (a header cannot hold brackets) */
+#define TDS_CONF_SECTION	"mssql_cdc_session"
+extern char *tds_write_encryption_conf(const MssqlServerOptions *opts, const char *section);
+extern bool tds_valid_conf_value(const char *value);
+
+#endif							/* MSSQL_CDC_TDS_SESSION_INTERNAL_H */

@@ -1,0 +1,142 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_internal.h
+ *		What the files of the source worker share: the process's state (its
+ *		connection, memory contexts, the error context) and the steps one
+ *		file calls in another.  Only src/worker*.c include it.
+ *
+ * IDENTIFICATION
+ *		include/worker_internal.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_WORKER_INTERNAL_H
+#define MSSQL_CDC_WORKER_INTERNAL_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+
+#include "capture_instance_switch.h"
+#include "catalog.h"
+#include "lsn.h"
+#include "snapshot.h"
+#include "source_schema.h"
+#include "tds_session.h"
+#include "worker.h"
+
+/* ---- state of the process (defined in worker.c) ------------------------- */
+
+extern WorkerLaunchArgs worker_args;
+extern const char *worker_server_name;
+
+/* The SQL Server connection; NULL or dead means "reconnect" */
+extern TdsSession *worker_session;
+
+/* The server's offset from UTC in minutes, read once per connection */
+extern int	worker_utc_offset;
+
+/* Reset at every iteration / on every reconnect */
+extern MemoryContext worker_iteration_context;
+extern MemoryContext worker_connection_context;
+
+/*
+ * Adaptive window size in source transactions: halved when a window went
+ * over mssql_cdc.batch_max_rows, doubled back when windows are small.  It
+ * bounds the window by choosing `to`, never by cutting a transaction.
+ */
+extern int	worker_window_transactions;
+
+/* What the error context names (cleared by worker_clear_context) */
+extern const char *worker_ctx_capture_instance;
+extern int32 worker_ctx_table_id;
+extern bool worker_ctx_has_range;
+extern MssqlLsn worker_ctx_from;
+extern MssqlLsn worker_ctx_to;
+
+/* CDC on the source database and its capture instances, read at every poll */
+extern SourceCdcState worker_source_cdc;
+
+/* Whether the source database allows SNAPSHOT isolation (per connection) */
+extern SnapshotIsolation worker_snapshot_isolation;
+
+/* ---- worker.c ----------------------------------------------------------- */
+
+/*
+ * A transaction of the worker with a snapshot; results stay in the
+ * iteration's context across the commit.
+ */
+extern void worker_begin_xact(void);
+extern void worker_commit_xact(void);
+extern void worker_clear_context(void);
+
+/*
+ * In a unit's transaction that succeeded: end the server's failure streak,
+ * once per iteration.
+ */
+extern void worker_end_failure_streak(MssqlCdcServer *server);
+
+/* ---- worker_source.c ---------------------------------------------------- */
+
+/*
+ * A separate short transaction that records why a table cannot continue
+ * (it needs the user); the rest of the source goes on.  condition is the
+ * status condition (include/error_condition.h).
+ */
+extern void worker_park_table(const MssqlCdcTable *table, const char *condition,
+							  const char *message, const char *hint);
+
+/* CDC cleanup removed changes the table still needs (policy per table). */
+extern void worker_retention_overrun(const MssqlCdcTable *table, const char *message);
+
+/*
+ * The source table read through capture instance ci (connection context);
+ * NULL after parking the table when the source is gone or not readable.
+ */
+extern MssqlSourceTable *worker_describe_ci(const MssqlCdcTable *table, const char *ci);
+
+/* Keep src as the table's description for this connection. */
+extern void worker_remember_described(int32 table_id, MssqlSourceTable *src);
+
+/* A new connection describes every table again. */
+extern void worker_forget_described(void);
+
+/*
+ * The source as seen through the table's capture instance, once per
+ * connection; NULL after parking, or while an instance to adopt waits.
+ */
+extern MssqlSourceTable *worker_describe_source(const MssqlCdcTable *table);
+
+/*
+ * Read the source's CDC state for this poll; with CDC disabled on the
+ * database park every table and return false.
+ */
+extern bool worker_check_cdc_enabled(List *tables);
+
+/* ---- worker_window.c ---------------------------------------------------- */
+
+/*
+ * Apply one window to a group of tables that share `checkpoint`.  Returns
+ * true when the window was full (more work is waiting); *reached is the
+ * checkpoint the group has afterwards.
+ */
+extern bool worker_apply_window(MssqlCdcServer *server, List *group,
+								const MssqlLsn *checkpoint, const MssqlLsn *max_lsn,
+								TimestampTz max_time, MssqlLsn *reached);
+
+/* list_sort comparator: by checkpoint, then table id */
+extern int	worker_compare_by_checkpoint(const ListCell *a, const ListCell *b);
+
+/* ---- worker_snapshot.c -------------------------------------------------- */
+
+/* pending + 'initial': record L0 and start the snapshot; true when started */
+extern bool worker_start_snapshot(MssqlCdcTable *table);
+
+/* One chunk with its resume key; true while the snapshot has more to copy */
+extern bool worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table);
+
+/* A snapshot read under READ COMMITTED: a status warning, once per snapshot */
+extern void worker_note_snapshot_isolation(const MssqlCdcTable *table);
+
+#endif							/* MSSQL_CDC_WORKER_INTERNAL_H */

@@ -1,0 +1,155 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_snapshot.c
+ *		The worker's side of an initial snapshot: record L0 and start it,
+ *		copy one chunk per transaction with its resume key (snapshot.c reads
+ *		the rows), and note a snapshot read without SNAPSHOT isolation.
+ *
+ * IDENTIFICATION
+ *		src/worker_snapshot.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "apply.h"
+#include "catalog.h"
+#include "error_condition.h"
+#include "shmem.h"
+#include "snapshot.h"
+
+#include "worker_internal.h"
+
+/*
+ * A snapshot read under READ COMMITTED because the source database does
+ * not allow SNAPSHOT isolation (Msg 3952 otherwise).  A warning, not an
+ * error: correctness comes from L0 and replay (snapshot.c), the isolation
+ * level only decides whether chunks block writers.  Noted once per
+ * snapshot, not per chunk.
+ */
+void
+worker_note_snapshot_isolation(const MssqlCdcTable *table)
+{
+	static int32 noted_table_id = 0;
+	static MssqlLsn noted_l0;
+
+	if (worker_snapshot_isolation != SNAPSHOT_ISOLATION_NOT_ALLOWED || !table->has_snapshot_lsn)
+		return;
+	if (noted_table_id == table->table_id && mssql_lsn_cmp(&noted_l0, &table->snapshot_lsn) == 0)
+		return;
+	worker_begin_xact();
+	catalog_set_table_warning(table->table_id, COND_SNAPSHOT_ISOLATION_OFF,
+							  "Snapshot chunks are read under READ COMMITTED (consistent through L0 and replay, "
+							  "but they may block writers): run ALTER DATABASE ... SET ALLOW_SNAPSHOT_ISOLATION ON "
+							  "on the source database.",
+							  true);
+	worker_commit_xact();
+	noted_table_id = table->table_id;
+	noted_l0 = table->snapshot_lsn;
+}
+
+/* Syscache callback: some server or user mapping changed (maybe ours). */
+
+/*
+ * pending + snapshot_mode 'initial': record L0, the estimate and phase
+ * 'snapshotting' in one short transaction (invariant 4: L0 is read before
+ * any row is).  Returns true when the snapshot started.
+ */
+bool
+worker_start_snapshot(MssqlCdcTable *table)
+{
+	MssqlSourceTable *src;
+	const char *refusal;
+	MssqlLsn	l0;
+	int64		estimate;
+	bool		started;
+
+	worker_ctx_table_id = table->table_id;
+	src = worker_describe_source(table);
+	if (src == NULL)
+		return false;
+	refusal = snapshot_refusal(src);
+	if (refusal != NULL)
+	{
+		worker_park_table(table, COND_NO_PRIMARY_KEY, refusal,
+								  "Add a primary key to the source table and call mssql_cdc.resnapshot(), or remove the table and add it again with snapshot_mode => 'never'.");
+		return false;
+	}
+	if (!snapshot_read_start(worker_session, src, &l0, &estimate))
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": no start LSN for the snapshot of table %d yet",
+								 worker_server_name, table->table_id)));
+		return false;
+	}
+
+	worker_begin_xact();
+	started = apply_snapshot_begin(table->table_id, &l0, estimate);
+	worker_commit_xact();
+	if (started)
+	{
+		char		l0_text[MSSQL_LSN_TEXT_SIZE];
+
+		mssql_lsn_format(&l0, l0_text);
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s starts at LSN %s (about %lld rows)",
+						worker_server_name, table->source_schema, table->source_table, l0_text,
+						(long long) Max(estimate, 0))));
+		table->phase = MSSQL_PHASE_SNAPSHOTTING;
+		table->has_snapshot_lsn = true;
+		table->snapshot_lsn = l0;
+		table->snapshot_last_key = NIL;
+		table->snapshot_rows = 0;
+	}
+	return started;
+}
+
+/*
+ * One chunk of a snapshotting table, in its own transaction with the last
+ * key copied (and, for the last chunk, the hand-over to streaming).
+ * Returns true while the snapshot has more to copy.
+ */
+bool
+worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
+{
+	MssqlSourceTable *src;
+	int64		rows = 0;
+	bool		done;
+
+	worker_ctx_table_id = table->table_id;
+	src = worker_describe_source(table);
+	if (src == NULL)
+		return false;
+	if (snapshot_refusal(src) != NULL)
+	{
+		/* the key went away or changed type since the snapshot started */
+		worker_park_table(table, COND_NO_PRIMARY_KEY, snapshot_refusal(src),
+								  "Add a primary key to the source table and call mssql_cdc.resnapshot().");
+		return false;
+	}
+	worker_ctx_capture_instance = src->capture_instance->name;
+	cdc_slot_report_phase(CDC_PHASE_SNAPSHOTTING);
+
+	worker_begin_xact();
+	/* a concurrent remove_table/resnapshot wins */
+	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn))
+	{
+		worker_commit_xact();
+		worker_ctx_table_id = 0;
+		return false;
+	}
+	done = snapshot_copy_chunk(worker_session, table, src, worker_args.run_as,
+							   &worker_snapshot_isolation, &rows);
+	worker_end_failure_streak(server);
+	worker_commit_xact();
+	cdc_slot_report_success();
+	worker_ctx_table_id = 0;
+	worker_ctx_capture_instance = NULL;
+
+	if (done)
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s done (%lld rows), streaming from its start LSN",
+						worker_server_name, table->source_schema, table->source_table,
+						(long long) table->snapshot_rows)));
+	return !done;
+}

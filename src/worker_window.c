@@ -1,0 +1,314 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_window.c
+ *		One CDC window of a group of streaming tables that share a
+ *		checkpoint: choose its end on a transaction boundary, check each
+ *		table's source (capture instance, retention), and apply every table's
+ *		rows and checkpoint in ONE Postgres transaction (invariants 1-3).
+ *
+ * IDENTIFICATION
+ *		src/worker_window.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "apply.h"
+#include "catalog.h"
+#include "cdc_window.h"
+#include "error_condition.h"
+#include "mssql_cdc.h"
+#include "shmem.h"
+
+#include "worker_internal.h"
+
+/*
+ * Check one table before its window: which capture instance it reads
+ * (plan, capture_instance_switch.c), the source, and that CDC cleanup has
+ * not removed changes we still need (invariant 5).  Returns the described
+ * source of the instance to read, or NULL when the table sits this window
+ * out: parked in phase 'error', or nothing readable yet.  For a window
+ * that switches to the successor, *switch_diff gets what the switch adds
+ * to the staging table (NULL otherwise).
+ */
+static MssqlSourceTable *
+check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
+				   StagingDiff **switch_diff)
+{
+	MssqlSourceTable *src = NULL;
+	const char *ci;
+	MssqlLsn	min_lsn;
+	char	   *message;
+	char	   *hint = NULL;
+
+	*switch_diff = NULL;
+	switch (plan->kind)
+	{
+		case CI_WAIT:
+			/* the successor is not started by the capture job yet */
+			return NULL;
+		case CI_NOT_VISIBLE:
+			ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
+			worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+			return NULL;
+		case CI_LOST_CHANGES:
+			ci_explain_lost_changes(table, plan, from, &message, &hint);
+			worker_park_table(table, COND_CHANGES_LOST, message, hint);
+			return NULL;
+		case CI_SWITCH:
+			src = worker_describe_ci(table, plan->successor->name);
+			if (src == NULL)
+				return NULL;
+			/* a changed column type is refused before the window, not retried */
+			*switch_diff = palloc0(sizeof(StagingDiff));
+			worker_begin_xact();
+			message = ci_check_staging(table, src, *switch_diff, &hint);
+			worker_commit_xact();
+			if (message != NULL)
+			{
+				worker_park_table(table, COND_SOURCE_SCHEMA_CHANGED, message, hint);
+				*switch_diff = NULL;
+				return NULL;
+			}
+			break;
+		case CI_READ_CURRENT:
+		case CI_READ_UNTIL_SUCCESSOR:
+			src = worker_describe_source(table);
+			break;
+	}
+	if (src == NULL)
+		return NULL;
+	ci = src->capture_instance->name;
+	worker_ctx_capture_instance = ci;
+
+	if (!cdc_get_min_lsn(worker_session, ci, &min_lsn))
+	{
+		/* not processed by the capture job yet: nothing to read, wait */
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": capture instance \"%s\" has no min LSN yet",
+								 worker_server_name, ci)));
+		return NULL;
+	}
+	if (mssql_lsn_is_zero(&min_lsn))
+	{
+		worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING,
+							psprintf("sys.fn_cdc_get_min_lsn(N'%s') returned 0x00000000000000000000: the capture instance does not exist or the login may not read it.",
+									 ci),
+							"Check the capture instance and the gating role of the login, then call mssql_cdc.resnapshot().");
+		return NULL;
+	}
+	if (mssql_lsn_cmp(from, &min_lsn) < 0)
+	{
+		char		from_text[MSSQL_LSN_TEXT_SIZE];
+		char		min_text[MSSQL_LSN_TEXT_SIZE];
+
+		mssql_lsn_format(from, from_text);
+		mssql_lsn_format(&min_lsn, min_text);
+		worker_retention_overrun(table,
+								 psprintf("Changes of capture instance \"%s\" were removed by CDC cleanup before they were copied: the next change needed is at %s, but the oldest one kept is at %s.",
+										  ci, from_text, min_text));
+		return NULL;
+	}
+	return src;
+}
+
+/*
+ * After a window committed: the tables that switched capture instance read
+ * the new one from now on (description kept for the connection), and the
+ * log says so.
+ */
+static void
+note_capture_instance_switches(List *ready, List *instances, List *switches,
+							   const ApplyResult *results, const MssqlLsn *from)
+{
+	ListCell   *lc;
+	ListCell   *lc2;
+	ListCell   *lc3;
+	int			i = 0;
+	char		from_text[MSSQL_LSN_TEXT_SIZE];
+
+	mssql_lsn_format(from, from_text);
+	forthree(lc, ready, lc2, instances, lc3, switches)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		StagingDiff *diff = lfirst(lc3);
+		StringInfoData added;
+		ListCell   *lc4;
+
+		if (diff == NULL || results[i++].rows < 0)
+			continue;
+		worker_remember_described(table->table_id, src);
+		initStringInfo(&added);
+		foreach(lc4, diff->missing)
+			appendStringInfo(&added, "%s%s", added.len > 0 ? ", " : "",
+							 ((const MssqlColumn *) lfirst(lc4))->pg_name);
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": table %s.%s switched from capture instance \"%s\" to \"%s\" at LSN %s",
+						worker_server_name, table->source_schema, table->source_table,
+						table->capture_instance ? table->capture_instance : "?",
+						src->capture_instance->name, from_text),
+				 errdetail("Staging columns added: %s; kept but no longer captured: %d.",
+						   added.len > 0 ? added.data : "none", list_length(diff->not_captured))));
+	}
+}
+
+/*
+ * Apply one window to a group of tables that share checkpoint `checkpoint`.
+ * Returns true when the window was full (more work is waiting).
+ */
+bool
+worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
+			 const MssqlLsn *max_lsn, TimestampTz max_time, MssqlLsn *reached)
+{
+	MssqlLsn	from;
+	MssqlLsn	to;
+	TimestampTz end_time;
+	MssqlLsn	window_max;
+	CiPlan	   *plans;
+	List	   *ready = NIL;
+	List	   *instances = NIL;
+	List	   *switches = NIL; /* StagingDiff * of a switching table, else NULL */
+	ApplyResult *results;
+	ListCell   *lc;
+	ListCell   *lc2;
+	ListCell   *lc3;
+	int64		window_rows = 0;
+	int64		window_transactions_seen = 0;
+	int			i;
+
+	*reached = *checkpoint;
+	if (!mssql_lsn_increment(checkpoint, &from))
+		return false;
+
+	/*
+	 * Which capture instance each table reads.  A successor starting at S
+	 * after from ends the window at S - 1 for the whole group (the group
+	 * shares its windows, invariant 3): every table reads one instance per
+	 * window, and the next window, from S on, switches.
+	 */
+	window_max = *max_lsn;
+	plans = palloc(sizeof(CiPlan) * list_length(group));
+	i = 0;
+	foreach(lc, group)
+	{
+		MssqlLsn	before_successor;
+
+		plans[i] = ci_plan_for_window(&worker_source_cdc, lfirst(lc), &from);
+		if (plans[i].kind == CI_READ_UNTIL_SUCCESSOR &&
+			ci_lsn_decrement(&plans[i].successor->start_lsn, &before_successor) &&
+			mssql_lsn_cmp(&before_successor, &window_max) < 0)
+			window_max = before_successor;
+		i++;
+	}
+	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, worker_window_transactions,
+							   worker_utc_offset, &to, &end_time))
+		return false;
+	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
+		end_time = max_time;
+
+	worker_ctx_from = from;
+	worker_ctx_to = to;
+	worker_ctx_has_range = true;
+
+	/* source checks first, outside the window's transaction */
+	i = 0;
+	foreach(lc, group)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src;
+		StagingDiff *switch_diff;
+
+		worker_ctx_table_id = table->table_id;
+		src = check_table_source(table, &from, &plans[i++], &switch_diff);
+		if (src == NULL)
+			continue;
+		ready = lappend(ready, table);
+		instances = lappend(instances, src);
+		switches = lappend(switches, switch_diff);
+	}
+	worker_ctx_table_id = 0;
+	worker_ctx_capture_instance = NULL;
+	if (ready == NIL)
+		return false;
+
+	cdc_slot_report_phase(CDC_PHASE_STREAMING);
+	results = palloc0(sizeof(ApplyResult) * list_length(ready));
+
+	/* THE window: every table's rows and checkpoints, one transaction */
+	worker_begin_xact();
+	i = 0;
+	forthree(lc, ready, lc2, instances, lc3, switches)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		StagingDiff *switch_diff = lfirst(lc3);
+
+		worker_ctx_table_id = table->table_id;
+		worker_ctx_capture_instance = src->capture_instance->name;
+		/* a concurrent remove_table/resnapshot wins; the table sits this one out */
+		if (!apply_lock_table_state(table->table_id, checkpoint))
+		{
+			results[i++].rows = -1;
+			continue;
+		}
+		/* the switch commits with the first rows read from the new instance */
+		if (switch_diff != NULL)
+			ci_switch_commit(table, table->capture_instance, src, switch_diff, &from,
+							 worker_args.run_as);
+		results[i] = apply_capture_instance(worker_session, table, src,
+											worker_args.run_as, worker_utc_offset,
+											&from, &to);
+		window_rows += results[i].rows;
+		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
+		i++;
+	}
+	worker_ctx_capture_instance = NULL;
+	i = 0;
+	foreach(lc, ready)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (results[i].rows >= 0)
+			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
+		i++;
+	}
+	worker_end_failure_streak(server);
+	worker_commit_xact();
+	cdc_slot_report_success();
+	worker_ctx_table_id = 0;
+	worker_ctx_has_range = false;
+	note_capture_instance_switches(ready, instances, switches, results, &from);
+
+	/* adapt the next window's size to mssql_cdc.batch_max_rows */
+	if (window_rows > mssql_cdc_batch_max_rows && worker_window_transactions > 1)
+		worker_window_transactions = Max(1, worker_window_transactions / 2);
+	else if (window_rows < mssql_cdc_batch_max_rows / 4)
+		worker_window_transactions = Min(mssql_cdc_batch_max_transactions,
+								  worker_window_transactions * 2);
+	worker_window_transactions = Min(worker_window_transactions, mssql_cdc_batch_max_transactions);
+
+	ereport(DEBUG1,
+			(errmsg_internal("mssql_cdc source \"%s\": applied %lld rows of %lld transactions",
+							 worker_server_name, (long long) window_rows,
+							 (long long) window_transactions_seen)));
+
+	*reached = to;
+
+	/* the window ended before max: more is waiting */
+	return mssql_lsn_cmp(&to, max_lsn) < 0;
+}
+
+int
+worker_compare_by_checkpoint(const ListCell *a, const ListCell *b)
+{
+	const MssqlCdcTable *ta = lfirst(a);
+	const MssqlCdcTable *tb = lfirst(b);
+	int			c = mssql_lsn_cmp(&ta->checkpoint_lsn, &tb->checkpoint_lsn);
+
+	if (c != 0)
+		return c;
+	return (ta->table_id > tb->table_id) - (ta->table_id < tb->table_id);
+}
