@@ -15,7 +15,8 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 
 SQL_FRAGMENTS = $(sort $(wildcard extension/*.sql))
 DATA_built = $(EXTENSION)--$(EXTVERSION).sql
-DATA = $(wildcard $(EXTENSION)--*--*.sql)
+# released versions' frozen install scripts and the upgrade scripts
+DATA = $(filter-out $(DATA_built),$(wildcard $(EXTENSION)--*.sql))
 DOCS = $(wildcard doc/*.md)
 
 # No -fvisibility=hidden: PostgreSQL 15's PGDLLEXPORT is empty on ELF, so

@@ -1,0 +1,8 @@
+-- mssql_cdc 0.1 -> 0.2 (ALTER EXTENSION mssql_cdc UPDATE TO '0.2').
+--
+-- Must leave a 0.1 installation exactly as a fresh CREATE EXTENSION of 0.2
+-- would make it (t/012_upgrade.pl compares the two catalogs), with every
+-- staging table, checkpoint and row in place.  Each change of the 0.2 cycle
+-- adds its own section below, in the same commit as the extension/*.sql
+-- change it mirrors.
+\echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
