@@ -48,7 +48,14 @@ CREATE TABLE mssql_cdc.tables (
 		CHECK (on_retention_overrun OPERATOR(pg_catalog.=) ANY (ARRAY['error', 'resnapshot']::pg_catalog.text[])),
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (server_name, source_schema, source_table),
-	UNIQUE (staging_schema, staging_table)
+	UNIQUE (staging_schema, staging_table),
+	-- operator controls (0.2, doc/sql-api.md): pause(server, table) / resume
+	paused boolean NOT NULL DEFAULT false,
+	-- T-SQL predicate that limits the initial copy (validated by SQL Server)
+	snapshot_filter text,
+	-- counted up by every settings change (alter_table, pause ...): a window
+	-- or snapshot chunk applies only with the settings it was planned with
+	settings_version bigint NOT NULL DEFAULT 1
 );
 
 -- Progress of one table, written by the worker in the same transaction as
@@ -79,11 +86,16 @@ CREATE TABLE mssql_cdc.table_state (
 	-- while the table is pending or snapshotting
 	warning text,
 	warning_hint text,
-	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- set by mssql_cdc.reset_table(): the one other way a checkpoint may
+	-- move back (the guard below allows it when this changes with it)
+	reset_at timestamptz
 );
 
--- Invariant 5: progress never goes backwards.  The only way back is an
--- explicit re-snapshot, which clears the checkpoint and sets phase 'pending'.
+-- Invariant 5: progress never goes backwards.  The only ways back are an
+-- explicit re-snapshot, which clears the checkpoint and sets phase 'pending',
+-- and mssql_cdc.reset_table(), which sets reset_at in the same update (and
+-- removes the staging rows after the new position in the same transaction).
 CREATE FUNCTION mssql_cdc.table_state_guard() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'mssql_cdc_table_state_guard' LANGUAGE C;
 CREATE TRIGGER table_state_checkpoint_never_backwards

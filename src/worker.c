@@ -336,6 +336,9 @@ run_iteration(void)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 
+		/* paused alone (pause(server, table)): its checkpoint stays, the others go on */
+		if (table->paused)
+			continue;
 		if (table->phase == MSSQL_PHASE_PENDING &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
 		{
