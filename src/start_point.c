@@ -73,7 +73,7 @@ lsn_text(const MssqlLsn *lsn)
 	return pstrdup(buf);
 }
 
-/* The instant as the server's naive local datetime2, ISO 8601 (style 126) */
+/* The instant as the server's naive local time, for comparing with tran_end_time */
 static char *
 local_time_literal(TimestampTz t, int utc_offset_minutes)
 {
@@ -85,7 +85,14 @@ local_time_literal(TimestampTz t, int utc_offset_minutes)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("timestamp out of range")));
-	return psprintf("CONVERT(datetime2(7), N'%04d-%02d-%02dT%02d:%02d:%02d.%06d', 126)",
+	/*
+	 * As a datetime, the type of tran_end_time: rounded to its 1/300 s, so
+	 * a commit time read from a staging row finds its own transaction
+	 * again (a datetime2 with the microseconds could lie just above it).
+	 * Style 126 text has 7 digits at most; datetime takes only 3 as text,
+	 * hence the datetime2 in between.
+	 */
+	return psprintf("CAST(CONVERT(datetime2(7), N'%04d-%02d-%02dT%02d:%02d:%02d.%06d', 126) AS datetime)",
 					tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 					(int) fsec);
 }
