@@ -8,15 +8,18 @@
 \echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
--- Operator controls, part 1 (issue 18): per-table pause/resume, start_at,
--- reset_table, snapshot_filter, alter_table.
+-- Operator controls (issue 18): per-table pause/resume, start_at,
+-- reset_table, snapshot_filter, alter_table; partitioned staging tables with
+-- retention.
 -- ---------------------------------------------------------------------------
 -- (defaults set after the columns are filled, so that the upgraded table has
 -- no "missing values" that a fresh one does not: t/012_upgrade.pl)
 ALTER TABLE mssql_cdc.tables
 	ADD COLUMN paused boolean,
 	ADD COLUMN snapshot_filter text,
-	ADD COLUMN settings_version bigint;
+	ADD COLUMN settings_version bigint,
+	ADD COLUMN partition_interval interval,
+	ADD COLUMN retention interval;
 UPDATE mssql_cdc.tables SET paused = false, settings_version = 1;
 ALTER TABLE mssql_cdc.tables
 	ALTER COLUMN paused SET DEFAULT false,
@@ -25,8 +28,28 @@ ALTER TABLE mssql_cdc.tables
 	ALTER COLUMN settings_version SET NOT NULL;
 ALTER TABLE mssql_cdc.table_state ADD COLUMN reset_at timestamptz;
 
--- add_table gets start_at and snapshot_filter: a new signature.  EXECUTE
--- granted on the old one is carried over to the new one.
+-- The partitions of partitioned staging tables, oldest first.  Written by
+-- add_table (the first one) and by the worker when it closes a partition,
+-- opens the next and drops old ones, in the transactions of that DDL.
+-- Dumped like the staging tables it describes.
+CREATE TABLE mssql_cdc.staging_partitions (
+	table_id integer NOT NULL REFERENCES mssql_cdc.tables (table_id) ON DELETE CASCADE,
+	partition_number integer NOT NULL,		-- 1, 2, ... in LSN order
+	partition_name name NOT NULL,			-- in the staging table's schema
+	from_lsn mssql_cdc.lsn,					-- lower bound (inclusive); NULL: MINVALUE
+	to_lsn mssql_cdc.lsn,					-- upper bound (exclusive); NULL: open (MAXVALUE)
+	opened_at timestamptz NOT NULL,
+	closed_at timestamptz,
+	newest_commit_time timestamptz,			-- source commit time of its newest change, when closed
+	PRIMARY KEY (table_id, partition_number),
+	UNIQUE (table_id, partition_name)
+);
+REVOKE ALL ON mssql_cdc.staging_partitions FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.staging_partitions TO pg_monitor;
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.staging_partitions', '');
+
+-- add_table gets new arguments: a new signature.  EXECUTE granted on the
+-- old one is carried over to the new one.
 SELECT pg_catalog.set_config('mssql_cdc_upgrade.add_table_grantees',
 	coalesce(pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ','), ''), true)
   FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a, pg_catalog.pg_roles r
@@ -41,13 +64,15 @@ CREATE FUNCTION mssql_cdc.add_table(
 	capture_instance text DEFAULT NULL,
 	on_retention_overrun text DEFAULT 'error',
 	start_at text DEFAULT NULL,
-	snapshot_filter text DEFAULT NULL)
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) FROM PUBLIC;
 DO $upgrade$
 DECLARE
 	grantee text;
@@ -55,7 +80,7 @@ BEGIN
 	FOREACH grantee IN ARRAY pg_catalog.string_to_array(
 		pg_catalog.current_setting('mssql_cdc_upgrade.add_table_grantees'), ',')
 	LOOP
-		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text) TO '
+		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) TO '
 			OPERATOR(pg_catalog.||) grantee;
 	END LOOP;
 END
@@ -65,11 +90,13 @@ CREATE FUNCTION mssql_cdc.alter_table(
 	server name,
 	source_table text,
 	on_retention_overrun text DEFAULT NULL,
-	snapshot_filter text DEFAULT NULL)
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text) IS
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) IS
 	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
 
 CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
@@ -93,7 +120,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
 	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
 
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;

@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "datatype/timestamp.h"
 
 #include "catalog.h"
 
@@ -84,5 +85,12 @@ extern MssqlOverrunPolicy api_parse_overrun_policy(const char *name, MssqlSnapsh
  * and only for a table that takes snapshots (snapshot_mode 'initial').
  */
 extern void api_check_snapshot_filter(const char *filter, MssqlSnapshotMode mode);
+
+/*
+ * partition_interval and retention (either may be NULL): at least a second
+ * (22023), and retention only for a partitioned staging table.
+ */
+extern void api_check_partitioning(Interval *partition_interval, Interval *retention,
+								   bool partitioned);
 
 #endif							/* MSSQL_CDC_API_COMMON_H */

@@ -85,6 +85,7 @@ typedef struct MssqlCdcTable
 	bool		paused;			/* pause(server, table): no windows, no chunks */
 	char	   *snapshot_filter;	/* T-SQL predicate of the initial copy, or NULL */
 	int64		settings_version;	/* what the settings above were read as */
+	bool		partitioned;	/* partition_interval set: staging_partitions.h */
 } MssqlCdcTable;
 
 /* The extension's owner, or InvalidOid if the extension is not installed. */

@@ -67,6 +67,29 @@ SELECT mssql_cdc.alter_table('pos', 'dbo.sales', on_retention_overrun => 'resnap
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM settings;
 
+-- partitioning is chosen when a table is added; retention drops partitions
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', partition_interval => '1 day');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', retention => '7 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', retention => '7 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', partition_interval => '0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', partition_interval => '1 day', retention => '0.5 seconds');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', partition_interval => '-1 day');
+\echo :LAST_ERROR_SQLSTATE
+-- a partitioned table (as add_table records it)
+UPDATE mssql_cdc.tables SET partition_interval = '1 day' WHERE table_id = :tills_id;
+SELECT mssql_cdc.alter_table('pos', 'dbo.tills', retention => '1 ms');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.tills', partition_interval => '1 hour', retention => '2 days');
+SELECT source_table, partition_interval, retention FROM mssql_cdc.tables WHERE server_name = 'pos' ORDER BY table_id;
+SELECT mssql_cdc.alter_table('pos', 'dbo.tills', retention => '0');  -- '0': keep every partition
+SELECT source_table, partition_interval, retention FROM mssql_cdc.tables WHERE server_name = 'pos' ORDER BY table_id;
+UPDATE mssql_cdc.tables SET partition_interval = NULL WHERE table_id = :tills_id;
+
 -- settings that need no SQL Server change at once, and count the change
 SELECT mssql_cdc.alter_table('pos', 'dbo.sales', on_retention_overrun => 'resnapshot');
 UPDATE mssql_cdc.tables SET snapshot_filter = 'region = 1' WHERE table_id = :sales_id;
@@ -164,7 +187,7 @@ SELECT mssql_cdc.reset_table('pos', 'dbo.sales', '0x00000010000000100001');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- ... and with it, only with the privileges of the server's run_as role.
-GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text),
+GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) TO regress_ctl_carol;
 SET ROLE regress_ctl_carol;
@@ -181,7 +204,7 @@ RESET ROLE;
 SELECT * FROM settings;
 
 -- clean up
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text),
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) FROM regress_ctl_carol;
 DROP ROLE regress_ctl_carol;

@@ -41,6 +41,7 @@
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
@@ -53,6 +54,7 @@
 #include "snapshot_filter.h"
 #include "source_schema.h"
 #include "staging.h"
+#include "staging_partitions.h"
 #include "start_point.h"
 #include "tds_session.h"
 
@@ -211,7 +213,8 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
  * mssql_cdc.add_table(server name, source_table text, staging_table text,
  *                     snapshot_mode text, capture_instance text,
  *                     on_retention_overrun text, start_at text,
- *                     snapshot_filter text) → integer
+ *                     snapshot_filter text, partition_interval interval,
+ *                     retention interval) → integer
  */
 Datum
 mssql_cdc_add_table(PG_FUNCTION_ARGS)
@@ -238,6 +241,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	StartPoint	start_point;
 	StartPoint *start_at = NULL;
 	char	   *snapshot_filter = NULL;
+	Interval   *partition_interval = PG_ARGISNULL(8) ? NULL : PG_GETARG_INTERVAL_P(8);
+	Interval   *retention = PG_ARGISNULL(9) ? NULL : PG_GETARG_INTERVAL_P(9);
+	char	   *first_partition = NULL;
 
 	api_require_argument(fcinfo, 0, "server");
 	api_require_argument(fcinfo, 1, "source_table");
@@ -279,6 +285,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		snapshot_filter = text_to_cstring(PG_GETARG_TEXT_PP(7));
 		api_check_snapshot_filter(snapshot_filter, mode);
 	}
+
+	api_check_partitioning(partition_interval, retention, false);
 
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
@@ -360,16 +368,21 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
 		SetUserIdAndSecContext(run_as_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		staging_create_table(get_namespace_name(staging_nspid), staging_relname,
-							 source_label(src), src->columns, src->ncolumns);
+							 source_label(src), src->columns, src->ncolumns,
+							 partition_interval ? STAGING_PARTITION_BY : NULL);
+		if (partition_interval)
+			first_partition = staging_partitions_create_first(get_namespace_name(staging_nspid),
+															  staging_relname);
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 
 	api_begin_catalog_write(&scope);
 
 	{
-		Oid			types[9] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID, TEXTOID};
-		Datum		args[9];
-		char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[11] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
+		TEXTOID, INTERVALOID, INTERVALOID};
+		Datum		args[11];
+		char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull;
 
 		args[0] = api_name_datum(server_name);
@@ -385,16 +398,24 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		args[8] = snapshot_filter ? CStringGetTextDatum(snapshot_filter) : (Datum) 0;
 		if (snapshot_filter == NULL)
 			nulls[8] = 'n';
+		args[9] = partition_interval ? IntervalPGetDatum(partition_interval) : (Datum) 0;
+		if (partition_interval == NULL)
+			nulls[9] = 'n';
+		args[10] = retention ? IntervalPGetDatum(retention) : (Datum) 0;
+		if (retention == NULL)
+			nulls[10] = 'n';
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
 								  " source_table, capture_instance, staging_schema,"
 								  " staging_table, snapshot_mode, on_retention_overrun,"
-								  " snapshot_filter)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING table_id",
-								  9, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+								  " snapshot_filter, partition_interval, retention)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING table_id",
+								  11, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "could not insert into mssql_cdc.tables");
 		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 1, &isnull));
+		if (first_partition)
+			staging_partitions_register_first(table_id, first_partition);
 	}
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};

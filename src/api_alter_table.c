@@ -27,10 +27,12 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "api_common.h"
 #include "catalog.h"
 #include "options.h"
+#include "source_name.h"
 #include "snapshot_filter.h"
 #include "tds_session.h"
 
@@ -39,7 +41,9 @@ PG_FUNCTION_INFO_V1(mssql_cdc_alter_table);
 /* Arguments of alter_table after server and source_table */
 #define ARG_ON_RETENTION_OVERRUN	2
 #define ARG_SNAPSHOT_FILTER			3
-#define ALTER_TABLE_NARGS			4
+#define ARG_PARTITION_INTERVAL		4
+#define ARG_RETENTION				5
+#define ALTER_TABLE_NARGS			6
 
 /* The table's current settings that the checks depend on */
 typedef struct TableRow
@@ -47,6 +51,7 @@ typedef struct TableRow
 	char	   *source_schema;
 	char	   *source_table;
 	MssqlSnapshotMode mode;
+	bool		partitioned;
 } TableRow;
 
 static void
@@ -58,7 +63,8 @@ read_table_row(int32 table_id, TableRow *row)
 	MemoryContext spi_cxt;
 
 	args[0] = Int32GetDatum(table_id);
-	if (SPI_execute_with_args("SELECT source_schema, source_table, snapshot_mode"
+	if (SPI_execute_with_args("SELECT source_schema, source_table, snapshot_mode,"
+							  " partition_interval IS NOT NULL"
 							  " FROM mssql_cdc.tables WHERE table_id OPERATOR(pg_catalog.=) $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -69,7 +75,14 @@ read_table_row(int32 table_id, TableRow *row)
 	if (!catalog_snapshot_mode_from_name(SPI_getvalue(SPI_tuptable->vals[0],
 													  SPI_tuptable->tupdesc, 3), &row->mode))
 		elog(ERROR, "unexpected snapshot_mode in mssql_cdc.tables");
+	row->partitioned = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4), "t") == 0;
 	MemoryContextSwitchTo(spi_cxt);
+}
+
+static char *
+display_name(const TableRow *row)
+{
+	return mssql_display_name(row->source_schema, row->source_table);
 }
 
 /* Ask SQL Server, as the role the worker runs as, to parse the filter. */
@@ -94,7 +107,8 @@ validate_filter_remotely(const char *server_name, Oid run_as_oid, const TableRow
 
 /*
  * mssql_cdc.alter_table(server name, source_table text,
- *                       on_retention_overrun text, snapshot_filter text) → void
+ *                       on_retention_overrun text, snapshot_filter text,
+ *                       partition_interval interval, retention interval) → void
  */
 Datum
 mssql_cdc_alter_table(PG_FUNCTION_ARGS)
@@ -124,7 +138,7 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("alter_table needs a setting to change"),
-				 errhint("Name one or more of: on_retention_overrun, snapshot_filter.")));
+				 errhint("Name one or more of: on_retention_overrun, snapshot_filter, partition_interval, retention.")));
 	}
 
 	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, &run_as);
@@ -156,6 +170,44 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 		nulls[nargs] = filter[0] != '\0' ? ' ' : 'n';
 		nargs++;
 		appendStringInfo(&set, ", snapshot_filter = $%d", nargs);
+	}
+	if (!PG_ARGISNULL(ARG_PARTITION_INTERVAL) || !PG_ARGISNULL(ARG_RETENTION))
+	{
+		Interval   *partition_interval = PG_ARGISNULL(ARG_PARTITION_INTERVAL) ? NULL :
+			PG_GETARG_INTERVAL_P(ARG_PARTITION_INTERVAL);
+		Interval   *retention = PG_ARGISNULL(ARG_RETENTION) ? NULL :
+			PG_GETARG_INTERVAL_P(ARG_RETENTION);
+		Interval	zero;
+
+		/* retention => '0' keeps every partition again */
+		memset(&zero, 0, sizeof(zero));
+		if (retention != NULL &&
+			DatumGetBool(DirectFunctionCall2(interval_eq, IntervalPGetDatum(retention),
+											 IntervalPGetDatum(&zero))))
+			retention = NULL;
+		if (partition_interval != NULL && !row.partitioned)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the staging table of %s is not partitioned", display_name(&row)),
+					 errdetail("A staging table is made partitioned when the table is added."),
+					 errhint("Add the table again with partition_interval, into a new staging table.")));
+		if (retention != NULL && !row.partitioned)
+			api_check_partitioning(NULL, retention, false);
+		api_check_partitioning(partition_interval, retention, true);
+		if (partition_interval != NULL)
+		{
+			types[nargs] = INTERVALOID;
+			args[nargs++] = IntervalPGetDatum(partition_interval);
+			appendStringInfo(&set, ", partition_interval = $%d", nargs);
+		}
+		if (!PG_ARGISNULL(ARG_RETENTION))
+		{
+			types[nargs] = INTERVALOID;
+			args[nargs] = retention ? IntervalPGetDatum(retention) : (Datum) 0;
+			nulls[nargs] = retention ? ' ' : 'n';
+			nargs++;
+			appendStringInfo(&set, ", retention = $%d", nargs);
+		}
 	}
 	api_end_catalog_write(&scope);
 

@@ -18,6 +18,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "api_common.h"
 #include "catalog.h"
@@ -256,4 +257,37 @@ api_check_snapshot_filter(const char *filter, MssqlSnapshotMode mode)
 				 errmsg("snapshot_filter needs snapshot_mode 'initial'"),
 				 errdetail("A table captured with snapshot_mode 'never' is never copied, so there is nothing to filter."),
 				 errhint("Add the table with snapshot_mode 'initial', or leave snapshot_filter out.")));
+}
+
+/* at least one second: partitions are closed and dropped between windows */
+static void
+check_interval(Interval *value, const char *what)
+{
+	Interval	second;
+
+	memset(&second, 0, sizeof(second));
+	second.time = USECS_PER_SEC;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(value),
+										  IntervalPGetDatum(&second))) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be at least 1 second", what),
+				 errhint("Typical values are '1 day' for partition_interval and '7 days' for retention.")));
+}
+
+void
+api_check_partitioning(Interval *partition_interval, Interval *retention, bool partitioned)
+{
+	if (partition_interval != NULL)
+		check_interval(partition_interval, "partition_interval");
+	if (retention != NULL)
+	{
+		check_interval(retention, "retention");
+		if (!partitioned && partition_interval == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("retention needs a partitioned staging table"),
+					 errdetail("Retention drops whole partitions; it never deletes rows one by one."),
+					 errhint("Add the table with partition_interval, e.g. partition_interval => '1 day'.")));
+	}
 }

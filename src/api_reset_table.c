@@ -34,6 +34,7 @@
 #include "options.h"
 #include "source_name.h"
 #include "source_schema.h"
+#include "staging_partitions.h"
 #include "start_point.h"
 #include "tds_session.h"
 
@@ -164,6 +165,25 @@ mssql_cdc_reset_table(PG_FUNCTION_ARGS)
 	/* first the lock, so no window of the worker commits rows after the delete */
 	api_begin_catalog_write(&scope);
 	(void) api_lock_table_for_change(table_id);
+	{
+		MssqlLsn	lowest;
+		MssqlLsn	from;
+
+		/* changes below the oldest partition could not be staged again */
+		(void) mssql_lsn_increment(&checkpoint, &from);
+		if (staging_partitions_lowest_lsn(table_id, &lowest) && mssql_lsn_cmp(&from, &lowest) < 0)
+		{
+			char		lowest_text[MSSQL_LSN_TEXT_SIZE];
+
+			mssql_lsn_format(&lowest, lowest_text);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("start_at \"%s\" is older than the staging table's oldest partition",
+							point.input),
+					 errdetail("Retention dropped the partitions of changes before LSN %s.", lowest_text),
+					 errhint("Give a start_at at or after LSN %s.", lowest_text)));
+		}
+	}
 	api_end_catalog_write(&scope);
 
 	deleted = delete_after(&target, run_as_oid, checkpoint_text);

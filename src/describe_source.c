@@ -176,5 +176,5 @@ mssql_cdc_staging_ddl(PG_FUNCTION_ARGS)
 
 	PG_RETURN_TEXT_P(cstring_to_text(staging_build_ddl(get_namespace_name(nspid), rv->relname,
 													   source_label(src),
-													   src->columns, src->ncolumns)));
+													   src->columns, src->ncolumns, NULL)));
 }

@@ -401,6 +401,9 @@ run_iteration(void)
 	if (has_lead)
 		report_lag(&lead, &max_lsn);
 
+	/* partitioned staging tables: at this window boundary */
+	worker_maintain_staging(tables);
+
 	/*
 	 * Then snapshot chunks, each its own transaction, for up to a poll
 	 * interval: streaming tables get their windows between those runs, so
