@@ -10,7 +10,7 @@
 -- ---------------------------------------------------------------------------
 -- Operator controls (issue 18): per-table pause/resume, start_at,
 -- reset_table, snapshot_filter, alter_table; partitioned staging tables with
--- retention.
+-- retention; geometry/geography as PostGIS types.
 -- ---------------------------------------------------------------------------
 -- (defaults set after the columns are filled, so that the upgraded table has
 -- no "missing values" that a fresh one does not: t/012_upgrade.pl)
@@ -19,13 +19,17 @@ ALTER TABLE mssql_cdc.tables
 	ADD COLUMN snapshot_filter text,
 	ADD COLUMN settings_version bigint,
 	ADD COLUMN partition_interval interval,
-	ADD COLUMN retention interval;
-UPDATE mssql_cdc.tables SET paused = false, settings_version = 1;
+	ADD COLUMN retention interval,
+	ADD COLUMN spatial_postgis boolean;
+-- 0.1 staged geometry/geography as text
+UPDATE mssql_cdc.tables SET paused = false, settings_version = 1, spatial_postgis = false;
 ALTER TABLE mssql_cdc.tables
 	ALTER COLUMN paused SET DEFAULT false,
 	ALTER COLUMN paused SET NOT NULL,
 	ALTER COLUMN settings_version SET DEFAULT 1,
-	ALTER COLUMN settings_version SET NOT NULL;
+	ALTER COLUMN settings_version SET NOT NULL,
+	ALTER COLUMN spatial_postgis SET DEFAULT false,
+	ALTER COLUMN spatial_postgis SET NOT NULL;
 ALTER TABLE mssql_cdc.table_state ADD COLUMN reset_at timestamptz;
 
 -- The partitions of partitioned staging tables, oldest first.  Written by

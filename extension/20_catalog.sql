@@ -60,7 +60,11 @@ CREATE TABLE mssql_cdc.tables (
 	-- every partition_interval; closed partitions whose newest change is
 	-- older than retention are dropped
 	partition_interval interval,
-	retention interval
+	retention interval,
+	-- geometry/geography staged as PostGIS types (PostGIS was installed when
+	-- the table was added); kept, so a later CREATE EXTENSION postgis does
+	-- not change an existing staging table's columns
+	spatial_postgis boolean NOT NULL DEFAULT false
 );
 
 -- Progress of one table, written by the worker in the same transaction as

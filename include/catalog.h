@@ -86,6 +86,7 @@ typedef struct MssqlCdcTable
 	char	   *snapshot_filter;	/* T-SQL predicate of the initial copy, or NULL */
 	int64		settings_version;	/* what the settings above were read as */
 	bool		partitioned;	/* partition_interval set: staging_partitions.h */
+	bool		spatial_postgis;	/* geometry/geography staged as PostGIS types */
 } MssqlCdcTable;
 
 /* The extension's owner, or InvalidOid if the extension is not installed. */

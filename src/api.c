@@ -244,6 +244,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	Interval   *partition_interval = PG_ARGISNULL(8) ? NULL : PG_GETARG_INTERVAL_P(8);
 	Interval   *retention = PG_ARGISNULL(9) ? NULL : PG_GETARG_INTERVAL_P(9);
 	char	   *first_partition = NULL;
+	bool		spatial_postgis;
 
 	api_require_argument(fcinfo, 0, "server");
 	api_require_argument(fcinfo, 1, "source_table");
@@ -356,6 +357,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
 					   mode, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
+	/* geometry/geography as PostGIS types when PostGIS is there now, for good */
+	spatial_postgis = mssql_postgis_installed();
+	mssql_columns_set_postgis(src->columns, src->ncolumns, spatial_postgis);
 
 	/*
 	 * Owned by run_as, the role the worker writes it as (the caller has its
@@ -379,10 +383,10 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	api_begin_catalog_write(&scope);
 
 	{
-		Oid			types[11] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
-		TEXTOID, INTERVALOID, INTERVALOID};
-		Datum		args[11];
-		char		nulls[11] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[12] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
+		TEXTOID, INTERVALOID, INTERVALOID, BOOLOID};
+		Datum		args[12];
+		char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull;
 
 		args[0] = api_name_datum(server_name);
@@ -404,12 +408,13 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		args[10] = retention ? IntervalPGetDatum(retention) : (Datum) 0;
 		if (retention == NULL)
 			nulls[10] = 'n';
+		args[11] = BoolGetDatum(spatial_postgis);
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
 								  " source_table, capture_instance, staging_schema,"
 								  " staging_table, snapshot_mode, on_retention_overrun,"
-								  " snapshot_filter, partition_interval, retention)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING table_id",
-								  11, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+								  " snapshot_filter, partition_interval, retention, spatial_postgis)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING table_id",
+								  12, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "could not insert into mssql_cdc.tables");
 		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],

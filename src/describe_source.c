@@ -79,6 +79,8 @@ describe_for_caller(const char *server_name, const char *source_input,
 	PG_TRY();
 	{
 		src = source_schema_describe(session, schema, table, capture_instance);
+		/* as add_table would stage it now */
+		mssql_columns_set_postgis(src->columns, src->ncolumns, mssql_postgis_installed());
 	}
 	PG_FINALLY();
 	{

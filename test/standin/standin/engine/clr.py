@@ -223,24 +223,26 @@ def _spatial_tree(data: bytes, geography: bool):
     return build(0) if nshapes else (7, [])
 
 
-def _wkb(tree) -> bytes:
+def _wkb(tree, e) -> bytes:
     kind, payload = tree
-    out = struct.pack("<BI", 1, kind)
+    out = struct.pack(e + "BI", 1 if e == "<" else 0, kind)
     if kind == 1:
         x, y = payload[0] if payload else (float("nan"), float("nan"))
-        return out + struct.pack("<dd", x, y)
+        return out + struct.pack(e + "dd", x, y)
     if kind == 2:
-        return out + struct.pack("<I", len(payload)) + b"".join(struct.pack("<dd", *p) for p in payload)
+        return out + struct.pack(e + "I", len(payload)) + b"".join(struct.pack(e + "dd", *p) for p in payload)
     if kind == 3:
-        return out + struct.pack("<I", len(payload)) + b"".join(
-            struct.pack("<I", len(r)) + b"".join(struct.pack("<dd", *p) for p in r) for r in payload)
-    return out + struct.pack("<I", len(payload)) + b"".join(_wkb(c) for c in payload)
+        return out + struct.pack(e + "I", len(payload)) + b"".join(
+            struct.pack(e + "I", len(r)) + b"".join(struct.pack(e + "dd", *p) for p in r) for r in payload)
+    return out + struct.pack(e + "I", len(payload)) + b"".join(_wkb(c, e) for c in payload)
 
 
-def spatial_to_wkb(data: bytes, geography: bool) -> bytes:
-    """STAsBinary(): OGC well-known binary, little-endian, 2D (Z and M are not
-    returned), x = longitude and y = latitude for geography."""
-    return _wkb(_spatial_tree(data, geography))
+def spatial_to_wkb(data: bytes, geography: bool, big_endian: bool = False) -> bytes:
+    """STAsBinary(): OGC well-known binary, 2D (Z and M are not returned),
+    x = longitude and y = latitude for geography.  Little-endian unless the
+    engine option wkb_big_endian asks for the other byte order (ENGINE.md:
+    the pages do not say which one SQL Server writes)."""
+    return _wkb(_spatial_tree(data, geography), ">" if big_endian else "<")
 
 
 _TOKEN = re.compile(r"\s*([A-Za-z]+|\(|\)|,|[-+0-9.eE]+)")

@@ -33,7 +33,8 @@ def compile_instance_method(comp, e, method):
     if t.name != "hierarchyid" and method in ("stastext", "astextzm", "tostring"):
         return (lambda row: None if row[i] is None else clr.spatial_to_wkt(row[i], geo)), T.nvarchar(-1)
     if t.name != "hierarchyid" and method == "stasbinary":
-        return (lambda row: None if row[i] is None else clr.spatial_to_wkb(row[i], geo)), T.varbinary(-1)
+        big = bool(comp.ctx.engine.options.get("wkb_big_endian", False))
+        return (lambda row: None if row[i] is None else clr.spatial_to_wkb(row[i], geo, big)), T.varbinary(-1)
     if t.name != "hierarchyid" and method == "stsrid":
         return (lambda row: None if row[i] is None else struct.unpack_from("<i", row[i])[0]), T.INT_TYPE
     raise comp.err(6506, 16, 10, "Could not find method '%s' for type '%s' in assembly 'Microsoft.SqlServer.Types'"

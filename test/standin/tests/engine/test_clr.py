@@ -80,3 +80,15 @@ class SpatialWkbTest(EngineTest):
                                    "FROM s ORDER BY id"),
                          [(1, 3857, 4326, "0101000000000000000000F03F0000000000000040"), (2, None, None, None)])
         self.error("SELECT g.NoSuchProperty FROM s", 4104)
+
+    def test_big_endian_switch(self):
+        import struct
+        pt = clr.wkt_to_spatial("POINT (1.5 -2)", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(pt, False, True), struct.pack(">BIdd", 0, 1, 1.5, -2.0))
+        self.ok("CREATE TABLE b (id int PRIMARY KEY, g geometry)")
+        self.ok("INSERT b VALUES (1, geometry::STGeomFromText('POINT (1 2)', 0))")
+        self.engine.control("wkb_byte_order", {"order": "big"})
+        self.assertEqual(self.rows("SELECT CONVERT(varchar(max), g.STAsBinary(), 2) FROM b"),
+                         [("00000000013FF00000000000004000000000000000",)])
+        self.assertEqual(self.rows("SELECT CAST(3857 AS binary(1)), CAST(1 AS binary(2))"),
+                         [(b"\x11", b"\x00\x01")])
