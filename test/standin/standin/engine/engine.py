@@ -27,7 +27,8 @@ class Engine:
     def __init__(self, config: EngineConfig = None, **options):
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
-        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True}
+        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
+                        "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select"}
         self.options.update(options)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -306,6 +307,22 @@ class Engine:
         if db is None:
             return None
         return db.find_table(schema, parts[-1])
+
+    def find_named_object(self, ctx, parts):
+        """The catalog tables of schema cdc that are built on demand and the
+        query functions, as 'cdc.<name>' (lower case) for GRANT; None if
+        there is no such object."""
+        if not parts or len(parts) > 3 or len(parts) < 2 or (parts[-2] or "").lower() != "cdc":
+            return None
+        db = self.databases.get(parts[-3].lower()) if len(parts) == 3 and parts[-3] else ctx.db
+        if db is None or db.cdc is None:
+            return None
+        from .views import CDC_VIEWS
+        name = parts[-1].lower()
+        if name in CDC_VIEWS or (name.startswith("fn_cdc_get_all_changes_")
+                                 and name[len("fn_cdc_get_all_changes_"):] in db.cdc.instances):
+            return "cdc." + name
+        return None
 
     def name_taken(self, db, schema, name):
         return False

@@ -515,10 +515,14 @@ class Executor:
             principal.grants.add(("SELECT_SCHEMA", s.schema_id))
         else:
             obj = eng.find_object(ctx, st.target)
-            if obj is None:
+            if obj is not None:
+                principal.grants.add(("SELECT", obj.object_id))
+                return []
+            named = eng.find_named_object(ctx, st.target)
+            if named is None:
                 raise SqlError(15151, 16, 1, "Cannot find the object '%s', because it does not exist or you do "
                                "not have permission." % st.target[-1], st.line)
-            principal.grants.add(("SELECT", obj.object_id))
+            principal.grants.add(("SELECT_NAME", named))
         return []
 
     # ---------------------------------------------------------------- EXEC

@@ -453,7 +453,10 @@ def f_object_id(comp, e):
         except SqlError:
             return None
         obj = ctx.engine.find_object(ctx, parts)
-        return None if obj is None else obj.object_id
+        # metadata visibility: NULL for an object the caller has no permission on
+        if obj is None or not ctx.engine.security.can_see(ctx.session, obj.db, obj):
+            return None
+        return obj.object_id
     return run, T.INT_TYPE
 
 
@@ -475,6 +478,8 @@ def f_object_name(comp, e):
             if v is None:
                 return None
             return v[0] if want_schema else v[1]
+        if not comp.ctx.engine.security.can_see(comp.ctx.session, db, t):
+            return None
         return t.schema.name if want_schema else t.name
     return run, T.SYSNAME_TYPE
 

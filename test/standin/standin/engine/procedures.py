@@ -313,6 +313,17 @@ def sp_cdc_help(ctx, a, line):
         raise SqlError(22972, 16, 1, "When the parameter @source_schema or @source_name is non-null, both "
                        "parameters must be non-null.", line)
     sec = ctx.engine.security
+    if schema is not None:
+        # a named table must exist and be visible to the caller (22981), and
+        # be enabled for CDC (22985): errors, not an empty result
+        named = db.find_table(schema, name)
+        if named is None or named.is_system or not sec.can_see(ctx.session, db, named):
+            raise SqlError(22981, 16, 1, "Object does not exist or access is denied.", line)
+        if not named.capture_instances:
+            raise SqlError(22985, 16, 1, "Change data capture has not been enabled for source table '%s.%s'. "
+                           "Specify the name of a table enabled for Change Data Capture. To report on the "
+                           "tables enabled for Change Data Capture, query the is_tracked_by_cdc column in the "
+                           "sys.tables catalog view." % (schema, name), line)
     rows = []
     for ci in sorted(db.cdc.instances.values(), key=lambda c: (c.source.schema.name.lower(),
                                                                 c.source.name.lower(), c.name.lower())):
@@ -409,6 +420,8 @@ def sp_pkeys(ctx, a, line):
         if owner is not None and t.schema.name.lower() != owner.lower():
             continue
         if owner is None and t.schema.name.lower() != "dbo":
+            continue
+        if not ctx.engine.security.can_see(ctx.session, db, t):
             continue
         for seq, i in enumerate(t.pk, 1):
             rows.append((db.name, t.schema.name, t.name, t.columns[i].name, seq, pk_constraint_name(t)))
