@@ -392,6 +392,55 @@ def f_todto(comp, e):
     return run, SqlType("datetimeoffset", scale=scale)
 
 
+_DATEDIFF_UNITS = {"year": "year", "yy": "year", "yyyy": "year", "month": "month", "mm": "month", "m": "month",
+                   "day": "day", "dd": "day", "d": "day", "hour": "hour", "hh": "hour",
+                   "minute": "minute", "mi": "minute", "n": "minute", "second": "second", "ss": "second",
+                   "s": "second", "millisecond": "millisecond", "ms": "millisecond"}
+
+
+@builtin("datediff")
+def f_datediff(comp, e):
+    """DATEDIFF(datepart, start, end): the number of datepart boundaries
+    crossed from start to end (page "DATEDIFF (Transact-SQL)"); datetimeoffset
+    operands compare in UTC."""
+    _nargs(comp, e, 3)
+    part = e.args[0].value if isinstance(e.args[0], A.Literal) else None
+    unit = _DATEDIFF_UNITS.get(part)
+    if unit is None:
+        raise comp.err(155, 15, 1, "'%s' is not a recognized datediff option." % (part or "?"))
+    (a, at), (b, bt) = _args(comp, e)[1:]
+    dt2 = SqlType("datetime2", scale=7)
+
+    def parts(v, t):
+        if isinstance(v, str):
+            v = V.convert(v, t, dt2)
+        date, ticks, off = V.temporal_parts(v)
+        date = date or V.EPOCH_1900
+        ticks = ticks or 0
+        if off:
+            total = (date.toordinal() * 86400 * TICKS_PER_SECOND + ticks) - off * 60 * TICKS_PER_SECOND
+            date = datetime.date.fromordinal(total // (86400 * TICKS_PER_SECOND))
+            ticks = total % (86400 * TICKS_PER_SECOND)
+        return date, ticks
+
+    def run(row):
+        x, y = a(row), b(row)
+        if x is None or y is None:
+            return None
+        (d1, t1), (d2, t2) = parts(x, at), parts(y, bt)
+        if unit == "year":
+            return d2.year - d1.year
+        if unit == "month":
+            return (d2.year - d1.year) * 12 + d2.month - d1.month
+        days = d2.toordinal() - d1.toordinal()
+        if unit == "day":
+            return days
+        per = {"hour": 3600 * TICKS_PER_SECOND, "minute": 60 * TICKS_PER_SECOND, "second": TICKS_PER_SECOND,
+               "millisecond": TICKS_PER_SECOND // 1000}[unit]
+        return days * (86400 * TICKS_PER_SECOND // per) + t2 // per - t1 // per
+    return run, T.INT_TYPE
+
+
 @builtin("datepart")
 def f_datepart(comp, e):
     _nargs(comp, e, 2)

@@ -125,3 +125,26 @@ class ScanSessionsTest(CaptureBase):
         self.assertEqual(after[-1][3], before[-1][3] + 2)
         self.assertEqual(after[-1][4], before[-1][4])     # the folded row keeps its end_time
         self.assertGreater(after[0][4], before[0][4])     # the aggregate moves
+
+
+class DateDiffTest(EngineTest):
+    """DATEDIFF counts datepart boundaries crossed (page "DATEDIFF (Transact-SQL)"),
+    the arithmetic a reader uses to age the scan sessions by the server's clock."""
+
+    def test_boundaries(self):
+        self.assertEqual(self.rows(
+            "SELECT DATEDIFF(second, '2020-01-01T00:00:00.900', '2020-01-01T00:00:01.100'), "
+            "DATEDIFF(day, '2020-01-01', '2020-03-01'), DATEDIFF(ms, '2020-01-01T00:00:00', '2020-01-01T00:00:02'), "
+            "DATEDIFF(year, '2020-12-31', '2021-01-01'), DATEDIFF(month, '2020-01-31', '2020-02-01'), "
+            "DATEDIFF(minute, '2020-01-01T10:00:59', '2020-01-01T09:59:00'), DATEDIFF(second, NULL, GETDATE())"),
+            [(1, 60, 2000, 1, 1, -1, None)])
+        self.error("SELECT DATEDIFF(fortnight, GETDATE(), GETDATE())", 155)
+
+    def test_scan_session_age(self):
+        self.ok("EXEC sys.sp_cdc_enable_db")
+        self.ok("CREATE TABLE dbo.o (id int NOT NULL PRIMARY KEY)")
+        self.ok("EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'o', @role_name = NULL")
+        self.assertIsNone(self.scalar("SELECT DATEDIFF(second, MAX(end_time), GETDATE()) FROM sys.dm_cdc_log_scan_sessions"))
+        self.capture()
+        self.assertIn(self.scalar("SELECT DATEDIFF(second, MAX(end_time), GETDATE()) FROM sys.dm_cdc_log_scan_sessions"),
+                      (0, 1))
