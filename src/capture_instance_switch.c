@@ -193,7 +193,7 @@ ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 	}
 	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
 						table->capture_instance, table_display(table), server_name,
-						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped" : "");
+						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped or is not visible to this login" : "");
 	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
 					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
 }
