@@ -149,15 +149,16 @@ like($err,
 	qr/ERROR:\s+table dbo\.orders does not exist on server "src" \(dropped, or not visible to this login\).*HINT:\s+Names are matched exactly as SQL Server stores them\.  SQL Server hides a table from a login without permission on it: GRANT SELECT ON \[dbo\]\.\[orders\] TO the login\./s,
 	'describe_source: "not found" says it may be "not visible to this login"');
 
-# the worker with that login: the tables stop with a message that says so
+# the worker with that login: the first object it reads is refused, a
+# permission the user can grant (retried, not parked)
 $node->safe_psql('postgres', q{SELECT mssql_cdc.resume('src')});
 ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 2 FROM mssql_cdc.status WHERE state = 'error' AND condition = 'capture_instance_missing'}),
-	'worker as "nothing": both tables stop')
+		q{SELECT count(*) = 2 FROM mssql_cdc.status WHERE state = 'error' AND condition = 'permission_denied'}),
+	'worker as "nothing": permission_denied')
   or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
-like($node->safe_psql('postgres', q{SELECT last_error FROM mssql_cdc.status WHERE source_table = 'dbo.orders'}),
-	qr/^Capture instance "dbo_orders" of table dbo\.orders was dropped on server "src" \(sys\.sp_cdc_disable_table, or the table itself was dropped or is not visible to this login\)/,
-	'worker as "nothing": the message names invisibility as a cause');
+like($node->safe_psql('postgres', q{SELECT last_error || ' / ' || hint FROM mssql_cdc.status WHERE source_table = 'dbo.orders'}),
+	qr/The SELECT permission was denied on the object 'lsn_time_mapping'.* \/ .*GRANT SELECT ON SCHEMA::cdc/,
+	'worker as "nothing": the message names the object, the hint the GRANT');
 
 # back to a login that may read everything: the tables recover
 $node->safe_psql('postgres', q{SELECT mssql_cdc.pause('src')});
