@@ -10,6 +10,7 @@ import time
 
 from ..results import EngineConfig, ReturnStatus, ReturnValue, SqlError
 from ..sqltypes import TICKS_PER_SECOND
+from . import languages
 from . import values as V
 from .cdc import Cdc
 from .database import Database
@@ -64,22 +65,29 @@ class Engine:
         self._thread.start()
 
     # ================================================================ API
-    def login(self, user, password, database, app_name="", host_name=""):
+    def login(self, user, password, database, app_name="", host_name="", language=None):
+        """language: the LOGIN7 language field (FreeTDS: freetds.conf `language`);
+        an empty or unknown one leaves the login's default language."""
         login = self.security.authenticate(user, password)
         dbname = database or "master"
         db = self.databases.get(dbname.lower())
         if db is None or not self.security.can_open(login, db):
             raise SqlError(4060, 11, 1, 'Cannot open database "%s" requested by the login. The login failed.'
                            % dbname)
-        return Session(next(self._spids), login, db.name, app_name, host_name)
+        session = Session(next(self._spids), login, db.name, app_name, host_name)
+        if language and languages.find_language(language) is not None:
+            languages.set_language(session, language)
+        return session
 
     def execute_batch(self, session, sql_text):
         statement_log.info("spid %s batch: %s", session.spid, sql_text)
+        languages.enter(session)
         return self.executor.run_batch(session, sql_text)
 
     def execute_rpc(self, session, proc_name, params):
         statement_log.info("spid %s rpc %s(%s)", session.spid, proc_name,
                            ", ".join("%s=%r" % (p.name, p.value) for p in params))
+        languages.enter(session)
         return self._rpc(session, proc_name, params)
 
     def _rpc(self, session, proc_name, params):

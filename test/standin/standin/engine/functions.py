@@ -52,7 +52,9 @@ def global_variable(comp, name):
     if n == "@@MAX_PRECISION":
         return (lambda row: 38), SqlType("tinyint")
     if n == "@@LANGUAGE":
-        return (lambda row: "us_english"), T.nvarchar(128)
+        return (lambda row: s.language), T.nvarchar(128)
+    if n == "@@DATEFIRST":
+        return (lambda row: s.datefirst), SqlType("tinyint")
     if n == "@@SERVICENAME":
         return (lambda row: "MSSQLSERVER"), T.nvarchar(128)
     if n == "@@OPTIONS":
@@ -202,7 +204,7 @@ def f_datalength(comp, e):
         if v is None:
             return None
         if isinstance(v, str):
-            return len(v.encode("utf-16-le")) if t.name in T.UNICODE_TYPES else len(v.encode("cp1252", "replace"))
+            return len(v.encode("utf-16-le")) if t.name in T.UNICODE_TYPES else len(v.encode(T.codec(t), "replace"))
         if isinstance(v, (bytes, bytearray)):
             return len(v)
         return T.SYSTEM_TYPES.get(t.name, (0, 8))[1]

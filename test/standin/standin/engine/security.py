@@ -27,10 +27,11 @@ from ..results import SqlError
 
 
 class Login:
-    def __init__(self, name, password, sysadmin=False):
+    def __init__(self, name, password, sysadmin=False, default_language=None):
         self.name = name
         self.password = password
         self.sysadmin = sysadmin
+        self.default_language = default_language      # CREATE LOGIN … DEFAULT_LANGUAGE
 
 
 class Security:
@@ -39,10 +40,10 @@ class Security:
         self.logins = {}
         self.denied_select = set()      # lower-case login names (control deny_select)
 
-    def add_login(self, name, password, sysadmin=False):
+    def add_login(self, name, password, sysadmin=False, default_language=None):
         if name.lower() in self.logins:
             raise SqlError(15025, 16, 1, "The server principal '%s' already exists." % name)
-        self.logins[name.lower()] = Login(name, password, sysadmin)
+        self.logins[name.lower()] = Login(name, password, sysadmin, default_language)
 
     def authenticate(self, user, password):
         login = self.logins.get((user or "").lower())

@@ -226,7 +226,8 @@ def v_info_columns(eng, ctx, db):
             elif n in ("smalldatetime", "date"):
                 dp = 0
             data_type = "timestamp" if n == "timestamp" else n
-            charset = ("UNICODE" if n in ("nchar", "nvarchar", "ntext") else "iso_1") if ty.is_character() and n != "xml" else None
+            charset = ("UNICODE" if n in ("nchar", "nvarchar", "ntext") else T.charset_name(ty)) \
+                if ty.is_character() and n != "xml" else None
             rows.append((db.name, t.schema.name, t.name, c.name, pos, None, "YES" if c.nullable else "NO",
                          data_type, cml, col, np, nr, ns, dp, charset, T.collation_name(ty)))
     return cols, rows
