@@ -187,7 +187,7 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 {
 	static const char *const names[] = {
 		"COLUMN_NAME", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "NUMERIC_PRECISION",
-		"NUMERIC_SCALE", "DATETIME_PRECISION", "IS_NULLABLE"
+		"NUMERIC_SCALE", "DATETIME_PRECISION", "IS_NULLABLE", "COLLATION_NAME"
 	};
 	char	   *sql;
 	List	   *rows;
@@ -195,7 +195,7 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 	int			n = 0;
 
 	sql = psprintf("SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, "
-				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE FROM INFORMATION_SCHEMA.COLUMNS "
+				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE, COLLATION_NAME FROM INFORMATION_SCHEMA.COLUMNS "
 				   "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
 				   tds_quote_nstring(src->schema), tds_quote_nstring(src->table));
 	rows = source_schema_fetch_rows(session, sql, names, lengthof(names));
@@ -220,6 +220,7 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 		col->scale = int_value(v[4], MSSQL_FACET_UNKNOWN);
 		col->datetime_precision = int_value(v[5], MSSQL_FACET_UNKNOWN);
 		col->nullable = v[6] != NULL && pg_strcasecmp(v[6], "YES") == 0;
+		col->collation = v[7];
 	}
 }
 
