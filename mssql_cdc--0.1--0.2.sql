@@ -6,3 +6,8 @@
 -- adds its own section below, in the same commit as the extension/*.sql
 -- change it mirrors.
 \echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
+
+-- check_server(): also checks every object the worker reads (issue 12,
+-- permissions); the function is unchanged, its comment says so.
+COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
+	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';
