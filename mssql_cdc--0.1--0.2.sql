@@ -227,3 +227,8 @@ CROSS JOIN LATERAL (SELECT
 		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
 			THEN 'table_warning'
 	END AS problem) active;
+
+-- check_server(): also checks every object the worker reads (issue 12,
+-- permissions); the function is unchanged, its comment says so.
+COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
+	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';

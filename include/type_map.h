@@ -44,6 +44,7 @@ typedef struct MssqlColumn
 	bool		is_key;			/* part of the primary key */
 	int			key_ordinal;	/* 1-based position in the key, 0 if not a key column */
 	bool		captured;		/* in the capture instance's column list */
+	char	   *collation;		/* COLLATION_NAME of a character column, else NULL */
 	/* geometry/geography land as PostGIS types (the table was added with PostGIS) */
 	bool		spatial_postgis;
 } MssqlColumn;

@@ -188,12 +188,13 @@ ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 	{
 		*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
 							table_display(table), server_name, table->capture_instance);
-		*hint = pstrdup("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
+		*hint = psprintf("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), or for an instance without a gating role GRANT SELECT ON [cdc].%s, then call mssql_cdc.resnapshot(); mssql_cdc.check_server() names the missing permission.",
+						 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", table->capture_instance)));
 		return;
 	}
 	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
 						table->capture_instance, table_display(table), server_name,
-						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped" : "");
+						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped or is not visible to this login" : "");
 	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
 					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
 }

@@ -290,6 +290,46 @@ report_lag(const MssqlLsn *lead, const MssqlLsn *max_lsn)
 	cdc_slot_report_lag(lead, last_count);
 }
 
+/*
+ * sys.fn_cdc_get_max_lsn() is NULL.  Before the capture job's first scan
+ * that means "wait"; but SQL Server also empties cdc.lsn_time_mapping when
+ * the last tracked table of the database is disabled (error 22909 is that
+ * cleanup failing), and then the tables' capture instances are gone, not
+ * late.  Park every table whose recorded instance the source no longer
+ * lists (with the same explanation as a dropped instance in a window) and
+ * return whether any table is left waiting for the capture job.
+ */
+static bool
+park_dropped_instances(List *tables)
+{
+	static const MssqlLsn no_from = {{0}};
+	bool		waiting = false;
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		CiPlan		plan;
+		char	   *message;
+		char	   *hint;
+
+		if (table->phase == MSSQL_PHASE_ERROR)
+			continue;
+		plan = ci_plan_for_window(&worker_source_cdc, table, &no_from);
+		if (table->capture_instance == NULL || plan.current != NULL || plan.successor != NULL)
+		{
+			waiting = true;
+			continue;
+		}
+		worker_ctx_table_id = table->table_id;
+		ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
+		worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+		table->phase = MSSQL_PHASE_ERROR;
+	}
+	worker_ctx_table_id = 0;
+	return waiting;
+}
+
 /* One poll and its windows.  Returns true when more work is waiting. */
 
 static bool
@@ -319,7 +359,10 @@ run_iteration(void)
 	if (!cdc_poll_max_lsn(worker_session, worker_utc_offset, &max_lsn, &max_time))
 	{
 		cdc_slot_report_poll(NULL, 0);
-		capture_stall_observe(worker_server_name, NULL);
+		/* the last capture instance dropped: say so, it is not the job */
+		if (!park_dropped_instances(tables))
+			return false;
+		capture_stall_observe(worker_session, worker_server_name, NULL, tables);
 		if (!warned_no_max_lsn)
 			ereport(LOG,
 					(errmsg("mssql_cdc source \"%s\": sys.fn_cdc_get_max_lsn() is NULL, waiting for the capture job",
@@ -329,8 +372,8 @@ run_iteration(void)
 		return false;
 	}
 	cdc_slot_report_poll(&max_lsn, max_time);
-	/* a max LSN frozen for long: the capture job does not run */
-	capture_stall_observe(worker_server_name, &max_lsn);
+	/* a max LSN frozen for long: the capture job may not run */
+	capture_stall_observe(worker_session, worker_server_name, &max_lsn, tables);
 
 	foreach(lc, tables)
 	{

@@ -140,7 +140,11 @@ my @cases = (
 		  [ q{'01020304-0506-0708-090A-0B0C0D0E0F10'}, '01020304-0506-0708-090a-0b0c0d0e0f10' ],
 		  [ q{'00000000-0000-0000-0000-000000000000'}, '00000000-0000-0000-0000-000000000000' ],
 		  [ q{'FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF'}, 'ffffffff-ffff-ffff-ffff-ffffffffffff' ] ] ],
-	[ 'c_xml', 'xml', 'xml', [ [ q{N'<a b="1">ü &amp; 😀</a>'}, '<a b="1">ü &amp; 😀</a>' ] ] ],
+	[ 'c_xml', 'xml', 'xml',
+		[ [ q{N'<a b="1">ü &amp; 😀</a>'}, '<a b="1">ü &amp; 😀</a>' ],
+		  # SQL Server keeps the parsed document: empty elements read <b />,
+		  # attributes in double quotes ("Define the Serialization of XML Data")
+		  [ q{N'<r><b/><c  x=''1''/></r>'}, '<r><b /><c x="1" /></r>' ] ] ],
 	[ 'c_variant', 'sql_variant', 'text',
 		# each base type as exact text: ISO dates with every digit, money with
 		# 4 decimals, binary as 0x hex (CAST to nvarchar would drop digits)
@@ -150,6 +154,8 @@ my @cases = (
 		  [ 'CAST(100.1234 AS money)', '100.1234' ],
 		  [ 'CAST(0x0102 AS varbinary(10))', '0x0102' ],
 		  [ 'CAST(12.500 AS decimal(10,3))', '12.500' ],
+		  # text of a decimal: always the full decimal form, never 1E-38
+		  [ 'CAST(0.00000000000000000000000000000000000001 AS decimal(38,38))', '0.00000000000000000000000000000000000001' ],
 		  # the longest values a variant holds: 8000 bytes
 		  [ q{CAST(REPLICATE('v', 8000) AS varchar(8000))}, undef, q{repeat('v', 8000)} ],
 		  [ q{CAST(CAST(REPLICATE('«', 8000) AS varchar(8000)) AS varbinary(8000))}, undef,

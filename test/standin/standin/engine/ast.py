@@ -29,6 +29,7 @@ def node(name, *fields):
 
 # ---- expressions
 Literal = node("Literal", "value", "type")
+Collate = node("Collate", "expr", "collation")
 Var = node("Var", "name")
 GlobalVar = node("GlobalVar", "name")
 ColRef = node("ColRef", "parts")                 # [..., column]
@@ -83,7 +84,8 @@ SaveTran = node("SaveTran", "name", "line")
 Exec = node("Exec", "proc", "args", "line")           # args: [(name|None, expr, output)]
 Use = node("Use", "database", "line")
 AlterDatabaseSet = node("AlterDatabaseSet", "database", "option", "value", "line")
-CreateLogin = node("CreateLogin", "name", "password", "line")
+Reconfigure = node("Reconfigure", "override", "line")
+CreateLogin = node("CreateLogin", "name", "password", "default_language", "line")
 CreateUser = node("CreateUser", "name", "login", "line")
 CreateRole = node("CreateRole", "name", "line")
 AlterRoleAdd = node("AlterRoleAdd", "role", "member", "server", "line")

@@ -73,6 +73,10 @@ class CdcState:
         self.ddl_history = []                 # dict rows
         self.scan_sessions = collections.deque(maxlen=200)
         self.next_scan_session = 1
+        self.scans_started = None             # time of the first scan (aggregate row 0)
+        self.last_scan_end = None             # end of the latest scan, empty or not
+        self.scan_tran_total = 0
+        self.last_dummy_at = None
         self.mapping = self._make_mapping()
 
     def _make_mapping(self):
@@ -180,6 +184,22 @@ class Cdc:
         db.tables.pop(("cdc", ci.ct.name.lower()), None)
         db.by_id.pop(ci.ct.object_id, None)
         db.cdc.ddl_history = [h for h in db.cdc.ddl_history if h["object_id"] != ci.object_id]
+        if not db.cdc.instances:
+            self._empty_mapping(db)
+
+    def _empty_mapping(self, db):
+        """Disabling the last tracked table of a database empties
+        cdc.lsn_time_mapping (error 22909 is the failure of exactly that
+        cleanup), so sys.fn_cdc_get_max_lsn() is NULL afterwards."""
+        eng = self.engine
+        m = db.cdc.mapping
+        seq = eng.next_seq()
+        for k in m.keys:
+            rv = m.rows[k]
+            if rv.xmax is None:
+                rv.xmax = seq
+        eng.publish_seq(seq)
+        eng.gc_table(m)
 
     def record_ddl(self, table, command, required_update):
         if not table.capture_instances:
@@ -214,10 +234,34 @@ class Cdc:
             published += n
             if not st.log:
                 break
-        if published == 0:
+        if published == 0 and self._dummy_due(db):
             self._dummy_row(db)
         self._establish_start_lsns(db)
         return published
+
+    def _dummy_due(self, db):
+        """Whether an idle cycle writes a dummy mapping row.  Microsoft says
+        only that "in periods of inactivity, a dummy entry is added"; the
+        cadence is UNCONFIRMED, so engine option dummy_rows chooses: "every"
+        idle cycle (the default), "never", or at most one every N seconds.
+        With no capture instance left nothing is written (the mapping was
+        emptied with the last one).  A capture instance waiting for its
+        start gets one row in any mode, so that its start_lsn is at or below
+        the max LSN once established."""
+        st = db.cdc
+        if not st.instances:
+            return False
+        if any(ci.start_lsn is None for ci in st.instances.values()):
+            return True
+        mode = self.engine.options.get("dummy_rows", "every")
+        if mode == "every":
+            return True
+        if mode == "never":
+            return False
+        now = time.time()
+        if st.last_dummy_at is None or now - st.last_dummy_at >= float(mode):
+            return True
+        return False
 
     def _scan(self, db, maxtrans):
         """One scan: the next transactions (at most maxtrans) become visible
@@ -244,12 +288,31 @@ class Cdc:
         for _ in batch:
             st.log.popleft()
         eng.publish_seq(seq)
-        st.scan_sessions.append({
-            "session_id": st.next_scan_session, "start_time": start, "end_time": time.time(),
-            "tran_count": published, "start_lsn": first_lsn, "end_lsn": last_lsn,
-            "empty_scan_count": 0 if batch else 1})
-        st.next_scan_session += 1
+        self._record_scan(st, start, time.time(), published, first_lsn, last_lsn)
         return published, len(batch)
+
+    def _record_scan(self, st, start, end, published, first_lsn, last_lsn):
+        """One log scan session for sys.dm_cdc_log_scan_sessions.  How
+        consecutive empty sessions appear is UNCONFIRMED (the page only says
+        empty_scan_count is the "number of consecutive sessions that
+        contained no change data capture transactions"): engine option
+        empty_scans "rows" gives each its own row, "fold" counts them in the
+        row of the first one, whose end_time then stays put; the aggregate
+        row 0 ends at the latest session either way."""
+        if st.scans_started is None:
+            st.scans_started = start
+        st.last_scan_end = end
+        st.scan_tran_total += published
+        last = st.scan_sessions[-1] if st.scan_sessions else None
+        if (published == 0 and last is not None and last["tran_count"] == 0
+                and self.engine.options.get("empty_scans", "rows") == "fold"):
+            last["empty_scan_count"] += 1
+            return
+        st.scan_sessions.append({
+            "session_id": st.next_scan_session, "start_time": start, "end_time": end,
+            "tran_count": published, "start_lsn": first_lsn, "end_lsn": last_lsn,
+            "empty_scan_count": 0 if published else 1})
+        st.next_scan_session += 1
 
     def _rows_for(self, db, txn):
         """CT rows and the lsn_time_mapping row of one source transaction."""
@@ -315,6 +378,7 @@ class Cdc:
         now = eng.now_datetime()
         db.cdc.mapping.insert_committed((L.to_bytes(lsn), now, now, bytes(10), bytes(10)), seq)
         eng.publish_seq(seq)
+        db.cdc.last_dummy_at = time.time()
 
     def _establish_start_lsns(self, db):
         mx = db.cdc.max_lsn()

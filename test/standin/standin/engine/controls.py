@@ -72,6 +72,55 @@ def c_set_interval(eng, args):
     return {"capture_interval": s}
 
 
+def dummy_rows_option(value):
+    """'every' | 'never' | seconds (> 0) -> the engine option dummy_rows."""
+    v = str(value).strip().lower()
+    if v in ("every", "never"):
+        return v
+    try:
+        secs = float(v)
+    except ValueError:
+        raise ValueError("dummy_rows must be 'every', 'never' or a number of seconds, not %r" % value)
+    if secs <= 0:
+        raise ValueError("dummy_rows seconds must be > 0")
+    return secs
+
+
+def empty_scans_option(value):
+    v = str(value).strip().lower()
+    if v not in ("rows", "fold"):
+        raise ValueError("empty_scans must be 'rows' or 'fold', not %r" % value)
+    return v
+
+
+def c_capture_options(eng, args):
+    """capture_options {dummy_rows?, empty_scans?}: the UNCONFIRMED habits of
+    the capture job (see cdc.py): dummy mapping rows on idle cycles 'every'
+    cycle, 'never' or at most every N seconds; empty log scan sessions as
+    'rows' or 'fold'ed into one row.  Returns the current settings."""
+    with eng.lock:
+        if "dummy_rows" in args:
+            eng.options["dummy_rows"] = dummy_rows_option(args["dummy_rows"])
+        if "empty_scans" in args:
+            eng.options["empty_scans"] = empty_scans_option(args["empty_scans"])
+        return {"dummy_rows": eng.options.get("dummy_rows", "every"),
+                "empty_scans": eng.options.get("empty_scans", "rows")}
+
+
+def c_security_options(eng, args):
+    """security_options {null_role_access?}: who may read the query functions
+    of a capture instance enabled with @role_name = NULL (UNCONFIRMED, see
+    security.py): 'select' (SELECT on the source table suffices) or
+    'dbo_only' (db_owner, or a grant on the function / schema cdc)."""
+    with eng.lock:
+        if "null_role_access" in args:
+            v = str(args["null_role_access"]).strip().lower()
+            if v not in ("select", "dbo_only"):
+                raise ValueError("null_role_access must be 'select' or 'dbo_only', not %r" % args["null_role_access"])
+            eng.options["null_role_access"] = v
+        return {"null_role_access": eng.options.get("null_role_access", "select")}
+
+
 def c_cleanup(eng, args):
     from .procedures import cleanup_to
     db = _db(eng, args)
@@ -403,4 +452,5 @@ CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
     "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
+    "capture_options": c_capture_options, "security_options": c_security_options,
 }

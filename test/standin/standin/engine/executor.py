@@ -10,6 +10,7 @@ from ..results import (Done, EnvChange, Message, ResultSet, ReturnStatus, Return
                        RowCount, SqlError)
 from ..sqltypes import SqlType
 from . import ast as A
+from . import languages
 from . import values as V
 from .expressions import Compiler, Scope
 from .parser import Parser, parse_batch
@@ -318,6 +319,7 @@ class Executor:
     def s_SetOption(self, ctx, st):
         s = ctx.session
         val = st.value
+        out = []
         for name in st.name:
             if name == "NOCOUNT":
                 s.nocount = val == "ON"
@@ -328,11 +330,18 @@ class Executor:
                     s.lock_timeout_ms = int(val)
                 except ValueError:
                     raise SqlError(102, 15, 1, "Incorrect syntax near '%s'." % val, st.line)
+            elif name == "LANGUAGE":
+                old = s.language
+                new = languages.set_language(s, val, st.line)
+                out.append(EnvChange("language", new=new, old=old))
+                out.append(Message(5703, 1, 0, "Changed language setting to %s." % new, st.line))
+            elif name == "DATEFORMAT":
+                languages.set_dateformat(s, val, st.line)
             elif name in KNOWN_SET_OPTIONS:
                 s.options[name] = val
             else:
                 raise SqlError(195, 15, 5, "'%s' is not a recognized SET option." % name, st.line)
-        return []
+        return out
 
     def s_SetIsolation(self, ctx, st):
         ctx.session.isolation = st.level
@@ -447,7 +456,10 @@ class Executor:
     def s_CreateLogin(self, ctx, st):
         if not ctx.session.login.sysadmin:
             raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", st.line)
-        self.engine.security.add_login(st.name, st.password)
+        if st.default_language is not None and languages.find_language(st.default_language) is None:
+            raise SqlError(15005, 16, 1, "'%s' is not a valid official language name." % st.default_language,
+                           st.line)
+        self.engine.security.add_login(st.name, st.password, default_language=st.default_language)
         return []
 
     def s_CreateUser(self, ctx, st):
@@ -515,10 +527,19 @@ class Executor:
             principal.grants.add(("SELECT_SCHEMA", s.schema_id))
         else:
             obj = eng.find_object(ctx, st.target)
-            if obj is None:
+            if obj is not None:
+                principal.grants.add(("SELECT", obj.object_id))
+                return []
+            named = eng.find_named_object(ctx, st.target)
+            if named is None:
                 raise SqlError(15151, 16, 1, "Cannot find the object '%s', because it does not exist or you do "
                                "not have permission." % st.target[-1], st.line)
-            principal.grants.add(("SELECT", obj.object_id))
+            principal.grants.add(("SELECT_NAME", named))
+        return []
+
+    def s_Reconfigure(self, ctx, st):
+        from .procedures import reconfigure
+        reconfigure(ctx, st.line)
         return []
 
     # ---------------------------------------------------------------- EXEC
@@ -621,7 +642,7 @@ class Executor:
         return items
 
 
-NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare",
+NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare", "Reconfigure",
           "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError"}
 
 KNOWN_SET_OPTIONS = {"ANSI_NULLS", "ANSI_NULL_DFLT_ON", "ANSI_NULL_DFLT_OFF", "ANSI_PADDING", "ANSI_WARNINGS",

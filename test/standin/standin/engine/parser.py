@@ -15,6 +15,7 @@ from ..results import SqlError
 from ..sqltypes import SqlType
 from . import ast as A
 from . import types as T
+from . import values as V
 from .lexer import (BINARY, DECIMAL, EOF, FLOAT, IDENT, INT, NSTRING, OP, QIDENT,
                     RESERVED, STRING, VAR, Token, tokenize)
 
@@ -216,6 +217,15 @@ class Parser:
             return A.Use(self.name(), line=line)
         if kw == "GRANT":
             return self.grant()
+        if kw == "RECONFIGURE":
+            self.advance()
+            override = False
+            if self.accept_kw("WITH"):
+                if not (self.tok.kind == IDENT and self.tok.value.upper() == "OVERRIDE"):
+                    raise self.error()
+                self.advance()
+                override = True
+            return A.Reconfigure(override, line=line)
         if kw == "PRINT":
             self.advance()
             return A.Print(self.expr(), line=line)
@@ -586,7 +596,7 @@ class Parser:
         e = self.primary()
         if self.is_kw("COLLATE"):
             self.advance()
-            self.any_name()
+            e = A.Collate(e, self.any_name())
         return e
 
     def primary(self):
@@ -611,7 +621,10 @@ class Parser:
             return A.Literal(float(t.value), T.FLOAT_TYPE)
         if k == STRING:
             self.advance()
-            return A.Literal(t.value, T.varchar(max(1, len(t.value)) if len(t.value) <= 8000 else -1))
+            # a non-Unicode literal is converted through the database's code
+            # page (every stand-in database: SQL_Latin1_General_CP1_CI_AS)
+            v = V.to_codepage(t.value)
+            return A.Literal(v, T.varchar(max(1, len(v)) if len(v) <= 8000 else -1))
         if k == NSTRING:
             self.advance()
             n = len(t.value.encode("utf-16-le")) // 2
@@ -913,11 +926,14 @@ class Parser:
             pw = self.advance()
             if pw.kind not in (STRING, NSTRING):
                 raise self.error(pw)
+            default_language = None
             while self.accept_op(","):
-                self.any_name()
+                opt = self.any_name().upper()
                 self.expect_op("=")
-                self.advance()
-            return A.CreateLogin(name, pw.value, line=line)
+                v = self.advance()
+                if opt == "DEFAULT_LANGUAGE":
+                    default_language = v.value
+            return A.CreateLogin(name, pw.value, default_language, line=line)
         if self.accept_kw("USER"):
             name = self.name()
             login = name
@@ -1197,7 +1213,7 @@ class Parser:
         return self.is_kw("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "EXEC",
                           "EXECUTE", "SET", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "TRUNCATE",
                           "GRANT", "SAVE", "END", "PRINT", "IF", "ELSE", "WAITFOR", "RAISERROR",
-                          "THROW", "WHILE", "BREAK", "CONTINUE")
+                          "THROW", "WHILE", "BREAK", "CONTINUE", "RECONFIGURE")
 
     def grant(self):
         line = self.tok.line

@@ -39,7 +39,7 @@ PARAM_TYPES = {
     "@fCleanupFailed": T.BIT_TYPE, "@start_job": T.BIT_TYPE, "@threshold": T.BIGINT_TYPE,
     "@maxtrans": T.INT_TYPE, "@maxscans": T.INT_TYPE, "@pollinginterval": T.BIGINT_TYPE,
     "@retention": T.BIGINT_TYPE, "@low_water_mark": T.LSN_TYPE,
-    "@captured_column_list": T.nvarchar(-1),
+    "@captured_column_list": T.nvarchar(-1), "@configname": T.varchar(35), "@configvalue": T.INT_TYPE,
 }
 
 
@@ -313,6 +313,17 @@ def sp_cdc_help(ctx, a, line):
         raise SqlError(22972, 16, 1, "When the parameter @source_schema or @source_name is non-null, both "
                        "parameters must be non-null.", line)
     sec = ctx.engine.security
+    if schema is not None:
+        # a named table must exist and be visible to the caller (22981), and
+        # be enabled for CDC (22985): errors, not an empty result
+        named = db.find_table(schema, name)
+        if named is None or named.is_system or not sec.can_see(ctx.session, db, named):
+            raise SqlError(22981, 16, 1, "Object does not exist or access is denied.", line)
+        if not named.capture_instances:
+            raise SqlError(22985, 16, 1, "Change data capture has not been enabled for source table '%s.%s'. "
+                           "Specify the name of a table enabled for Change Data Capture. To report on the "
+                           "tables enabled for Change Data Capture, query the is_tracked_by_cdc column in the "
+                           "sys.tables catalog view." % (schema, name), line)
     rows = []
     for ci in sorted(db.cdc.instances.values(), key=lambda c: (c.source.schema.name.lower(),
                                                                 c.source.name.lower(), c.name.lower())):
@@ -392,6 +403,80 @@ def sp_cdc_add_job(ctx, a, line):
     return sp_cdc_change_job(ctx, a, line)
 
 
+# Server configuration options a DBA sets around CDC ("Server configuration
+# options (SQL Server)"; "Configure the max text repl size Server
+# Configuration Option": 65536 bytes by default, -1 for no limit):
+# name -> (minimum, maximum, default, advanced).  Kept, not enforced.
+CONFIG_OPTIONS = {
+    "Agent XPs": (0, 1, 1, True),
+    "clr enabled": (0, 1, 0, False),
+    "default language": (0, 9999, 0, False),
+    "max text repl size (B)": (-1, 2147483647, 65536, False),
+    "show advanced options": (0, 1, 0, False),
+    "two digit year cutoff": (1753, 9999, 2049, True),
+}
+CONFIG_COLS = [("name", T.nvarchar(35)), ("minimum", T.INT_TYPE), ("maximum", T.INT_TYPE),
+               ("config_value", T.INT_TYPE), ("run_value", T.INT_TYPE)]
+
+
+def _config_state(eng):
+    st = getattr(eng, "configuration", None)
+    if st is None:
+        st = eng.configuration = {n: [d, d] for n, (_, _, d, _) in CONFIG_OPTIONS.items()}
+    return st
+
+
+def _require_alter_settings(ctx, line):
+    if not ctx.session.login.sysadmin:
+        raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", line)
+
+
+@proc("sp_configure", ("@configname", None), ("@configvalue", None))
+def sp_configure(ctx, a, line):
+    """sp_configure [name [, value]] ("sp_configure (Transact-SQL)"): any
+    unique part of a name matches; advanced options need 'show advanced
+    options' 1 (run value); a new value waits for RECONFIGURE."""
+    st = _config_state(ctx.engine)
+    advanced = st["show advanced options"][1] == 1
+    visible = [n for n in sorted(CONFIG_OPTIONS, key=str.lower) if advanced or not CONFIG_OPTIONS[n][3]]
+    name = a["@configname"]
+    if name is None:
+        rows = [(n, CONFIG_OPTIONS[n][0], CONFIG_OPTIONS[n][1], st[n][0], st[n][1]) for n in visible]
+        return [ResultSet([Column(c, t, True) for c, t in CONFIG_COLS], rows)], 0
+    low = str(name).strip().lower()
+    hits = [n for n in visible if n.lower() == low] or [n for n in visible if low in n.lower()]
+    if not hits:
+        raise SqlError(15123, 16, 1, "The configuration option '%s' does not exist, or it may be an advanced "
+                       "option." % name, line)
+    if len(hits) > 1:
+        raise SqlError(15028, 16, 1, "The configuration option '%s' is not unique." % name, line)
+    opt = hits[0]
+    lo, hi, _, _ = CONFIG_OPTIONS[opt]
+    value = a["@configvalue"]
+    if value is None:
+        return [ResultSet([Column(c, t, True) for c, t in CONFIG_COLS],
+                          [(opt, lo, hi, st[opt][0], st[opt][1])])], 0
+    _require_alter_settings(ctx, line)
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        raise SqlError(8114, 16, 5, "Error converting data type varchar to int.", line)
+    if not lo <= v <= hi:
+        raise SqlError(15129, 16, 1, "'%d' is not a valid value for configuration option '%s'." % (v, opt), line)
+    old = st[opt][0]
+    st[opt][0] = v
+    from ..results import Message
+    return [Message(15457, 1, 0, "Configuration option '%s' changed from %d to %d. Run the RECONFIGURE "
+                    "statement to install." % (opt, old, v), line)], 0
+
+
+def reconfigure(ctx, line):
+    """RECONFIGURE [WITH OVERRIDE]: the configured values become the running ones."""
+    _require_alter_settings(ctx, line)
+    for vals in _config_state(ctx.engine).values():
+        vals[1] = vals[0]
+
+
 PKEY_COLS = [("TABLE_QUALIFIER", NV), ("TABLE_OWNER", NV), ("TABLE_NAME", NV), ("COLUMN_NAME", NV),
              ("KEY_SEQ", SqlType("smallint")), ("PK_NAME", NV)]
 
@@ -409,6 +494,8 @@ def sp_pkeys(ctx, a, line):
         if owner is not None and t.schema.name.lower() != owner.lower():
             continue
         if owner is None and t.schema.name.lower() != "dbo":
+            continue
+        if not ctx.engine.security.can_see(ctx.session, db, t):
             continue
         for seq, i in enumerate(t.pk, 1):
             rows.append((db.name, t.schema.name, t.name, t.columns[i].name, seq, pk_constraint_name(t)))
