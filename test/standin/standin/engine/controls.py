@@ -88,7 +88,10 @@ def c_cleanup(eng, args):
                 raise ValueError("lsn_time_mapping is empty")
         elif isinstance(mark, str):
             mark = bytes.fromhex(mark[2:] if mark.lower().startswith("0x") else mark)
-        cleanup_to(eng, db, ci, mark, group_by_time=False)   # the exact mark, for deterministic tests
+        # the exact mark, for deterministic tests; batches of the cleanup job's
+        # threshold (sys.sp_cdc_change_job @threshold) unless given
+        threshold = int(args.get("threshold") or db.cdc.job["threshold"])
+        cleanup_to(eng, db, ci, mark, group_by_time=False, threshold=threshold)
         return {"capture_instance": ci.name, "min_lsn": "0x" + ci.start_lsn.hex().upper()}
 
 

@@ -258,11 +258,19 @@ def sp_cdc_cleanup_change_table(ctx, a, line):
         raise SqlError(22963, 16, 1, "Parameter @capture_instance '%s' is not a valid capture instance name "
                        "in the current database." % name, line)
     mark = a["@low_water_mark"]
-    status = cleanup_to(ctx.engine, db, ci, mark, line)
+    threshold = a["@threshold"]
+    status = cleanup_to(ctx.engine, db, ci, mark, line, threshold=5000 if threshold is None else threshold)
     return [("output", "@fCleanupFailed", False)], status
 
 
-def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
+def let_readers_run(eng):
+    """Between two cleanup statements: release the engine lock for a moment
+    (Condition.wait releases every level of the RLock), as SQL Server's
+    cleanup commits each delete statement on its own while readers run."""
+    eng.cond.wait(0.001)
+
+
+def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True, threshold=5000):
     if mark is None:
         return 0
     mark = bytes(mark)
@@ -289,7 +297,7 @@ def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
             if r.xmax is None and r.values[2] == t_end:
                 mark = max(k, cur) if cur is not None else k
                 break
-    eng.cdc.cleanup(db, ci, mark)
+    eng.cdc.cleanup(db, ci, mark, threshold=threshold, between=lambda: let_readers_run(eng))
     return 0
 
 

@@ -180,8 +180,17 @@ class Response:
         """Mid-result stall: everything so far reaches the client (packets
         without EOM), then silence with the socket open."""
         self.conn.log("fault", fault="stall", after_rows=rows_sent,
-                      seconds=stall.params.get("seconds"))
+                      seconds=stall.params.get("seconds"), hold=bool(stall.params.get("hold")))
         self.w.flush_partial()
+        if stall.params.get("hold"):
+            # until the control command `release` (seconds: the longest hold)
+            registry = self.conn.server.faults
+            hold_id, released = registry.hold_begin(self.conn.spid, rows_sent)
+            try:
+                self.conn.sleep_interruptible(float(stall.params.get("seconds", 0)), released)
+            finally:
+                registry.hold_end(hold_id)
+            return
         self.conn.sleep_interruptible(float(stall.params.get("seconds", 0)))
 
     def finish(self, last: bool = True) -> None:
