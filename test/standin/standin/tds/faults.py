@@ -97,6 +97,27 @@ class FaultRegistry:
                 return fault
         return None
 
+    def peek(self, kind: str, spid: int, request_text: str = "", when=None) -> Optional[Fault]:
+        """The oldest matching fault, not consumed (see consume)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == kind and fault.applies_to(spid, request_text) and (when is None or when(fault)):
+                    return fault
+        return None
+
+    def consume(self, fault: Fault) -> bool:
+        """Use one use of a fault found by peek; False when another
+        connection used it up meanwhile."""
+        with self._lock:
+            if fault not in self._faults:
+                return False
+            fault.hits += 1
+            if fault.remaining > 0:
+                fault.remaining -= 1
+                if fault.remaining == 0:
+                    self._faults.remove(fault)
+            return True
+
     def clear(self, kind: Optional[str] = None, spid: Optional[int] = None) -> int:
         with self._lock:
             keep = [f for f in self._faults

@@ -126,6 +126,11 @@ class Stall(StandinTestCase):
         self.assertEqual(reply["fault"]["params"], {"seconds": 300.0, "after_rows": 5, "hold": True})
         c = RawClient(self.standin.port)
         c.login()
+        # a shorter result does not use the fault
+        c.batch("rows 3")
+        toks = parse_tokens(c.read_message()[1])
+        self.assertEqual(len([t for t in toks if t[0] == "ROW"]), 3)
+        self.assertEqual(len(self.standin.ctl("faults")["faults"]), 1)
         c.batch("rows 20")
         _ptype, status, payload, _h = c._read_packet()
         self.assertEqual(status & 1, 0)
