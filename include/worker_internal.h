@@ -69,6 +69,7 @@ extern SnapshotIsolation worker_snapshot_isolation;
  */
 extern void worker_begin_xact(void);
 extern void worker_commit_xact(void);
+extern void worker_abort_xact(void);
 extern void worker_clear_context(void);
 
 /*

@@ -167,6 +167,15 @@ worker_commit_xact(void)
 	MemoryContextSwitchTo(worker_iteration_context);
 }
 
+/* Roll back the transaction of worker_begin_xact (nothing of it is kept) */
+void
+worker_abort_xact(void)
+{
+	PopActiveSnapshot();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(worker_iteration_context);
+}
+
 static void
 stop_worker(const char *why)
 {

@@ -115,6 +115,111 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 }
 
 /*
+ * After the window's rows were read, before they commit: did CDC cleanup
+ * remove any of them during the read?  SQL Server's cleanup raises a
+ * capture instance's low watermark (sys.fn_cdc_get_min_lsn) first, in a
+ * transaction of its own, and only then deletes change rows, in batches,
+ * while readers run; the change function reads its change table
+ * WITH (NOLOCK), and a direct read under READ COMMITTED also sees committed
+ * deletes as it reaches them.  Rows can therefore vanish from the middle of
+ * a change query without error 313, although the check before the window
+ * (check_table_source) passed.  Because the mark moves before any row
+ * goes, a mark still at or below `from` after the read proves that nothing
+ * of [from, to] was removed; a mark above it means rows may be missing: a
+ * retention overrun, never a committed window.
+ *
+ * One round trip for all the window's capture instances.  Sets overrun[i]
+ * for the tables (in `ready` order) whose mark moved above from, with the
+ * mark in marks[i]; returns true when any did.
+ */
+static bool
+recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *results,
+							const MssqlLsn *from, bool *overrun, MssqlLsn *marks)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	ListCell   *lc2;
+	int			n = 0;
+	int			i;
+	bool		any = false;
+	bool		seen = false;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	i = 0;
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlSourceTable *src = lfirst(lc2);
+
+		overrun[i] = false;
+		if (results[i++].rows >= 0)
+			appendStringInfo(&sql, "%ssys.fn_cdc_get_min_lsn(%s)", n++ > 0 ? ", " : "",
+							 tds_quote_nstring(src->capture_instance->name));
+	}
+	if (n == 0)
+		return false;
+
+	tds_exec(worker_session, sql.data);
+	while (tds_next_result(worker_session))
+		while (tds_next_row(worker_session))
+		{
+			int			col = 0;
+
+			if (seen)
+				continue;		/* drain */
+			seen = true;
+			tds_expect_num_cols(worker_session, n, "the low watermark check after a window");
+			for (i = 0; i < list_length(ready); i++)
+			{
+				if (results[i].rows < 0)
+					continue;
+				/* NULL or 0x00: the instance is gone; the next window explains it */
+				if (tds_col_lsn(worker_session, ++col, &marks[i]) &&
+					!mssql_lsn_is_zero(&marks[i]) && mssql_lsn_cmp(&marks[i], from) > 0)
+					overrun[i] = any = true;
+			}
+		}
+	return any;
+}
+
+/*
+ * The window was read while cleanup removed some of its rows: roll it back
+ * entirely (nothing of it is kept, not even the other tables' rows; they
+ * read it again at once) and treat each affected table as a retention
+ * overrun, with the policy of that table.
+ */
+static void
+abandon_window_after_cleanup(List *ready, List *instances, const bool *overrun,
+							 const MssqlLsn *marks, const MssqlLsn *from)
+{
+	ListCell   *lc;
+	ListCell   *lc2;
+	int			i = 0;
+	char		from_text[MSSQL_LSN_TEXT_SIZE];
+
+	worker_abort_xact();
+	mssql_lsn_format(from, from_text);
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		char		mark_text[MSSQL_LSN_TEXT_SIZE];
+
+		if (!overrun[i])
+		{
+			i++;
+			continue;
+		}
+		mssql_lsn_format(&marks[i++], mark_text);
+		worker_ctx_table_id = table->table_id;
+		worker_retention_overrun(table,
+								 psprintf("Changes of capture instance \"%s\" from %s on were removed by CDC cleanup while the worker read them: its low watermark moved to %s during the read. Nothing of that window was applied.",
+										  src->capture_instance->name, from_text, mark_text));
+	}
+	worker_ctx_table_id = 0;
+}
+
+/*
  * After a window committed: the tables that switched capture instance read
  * the new one from now on (description kept for the connection), and the
  * log says so.
@@ -172,6 +277,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	List	   *instances = NIL;
 	List	   *switches = NIL; /* StagingDiff * of a switching table, else NULL */
 	ApplyResult *results;
+	bool	   *overrun;
+	MssqlLsn   *marks;
 	ListCell   *lc;
 	ListCell   *lc2;
 	ListCell   *lc3;
@@ -266,6 +373,17 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		i++;
 	}
 	worker_ctx_capture_instance = NULL;
+
+	/* nothing of the window may have been removed by cleanup during the read */
+	overrun = palloc(sizeof(bool) * list_length(ready));
+	marks = palloc(sizeof(MssqlLsn) * list_length(ready));
+	if (recheck_min_lsns_after_read(ready, instances, results, &from, overrun, marks))
+	{
+		abandon_window_after_cleanup(ready, instances, overrun, marks, &from);
+		worker_ctx_has_range = false;
+		return true;			/* the other tables read the window again */
+	}
+
 	i = 0;
 	foreach(lc, ready)
 	{

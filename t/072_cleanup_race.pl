@@ -53,7 +53,7 @@ sub staging_ops
 {
 	my ($table) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT coalesce(string_agg(_cdc_op || ':' || n, ',' ORDER BY _cdc_op), '')"
+		"SELECT coalesce(string_agg(_cdc_op || ':' || n, ',' ORDER BY _cdc_op::text), '')"
 		  . " FROM (SELECT _cdc_op, count(*) AS n FROM public.src_dbo_$table GROUP BY _cdc_op) s");
 }
 
