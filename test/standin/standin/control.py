@@ -141,6 +141,13 @@ class Controller:
         # Engine-side commands: capture_freeze, fill_table, cleanup, stats...
         result = self.engine.control(cmd, args)
         self.server.log.write(0, "control", cmd=cmd, args=args)
+        if cmd == "restore" and not _flag(args.get("keep_connections")):
+            # RESTORE takes the database offline: its connections are closed
+            closed = 0
+            for c in self.server.describe_connections():
+                if (c.get("database") or "").lower() == str(result.get("database", "")).lower():
+                    closed += self.server.kill(c["spid"])
+            result = dict(result, closed_connections=closed)
         if result is None:
             result = {}
         if not isinstance(result, dict):

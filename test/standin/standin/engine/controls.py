@@ -95,6 +95,32 @@ def c_cleanup(eng, args):
         return {"capture_instance": ci.name, "min_lsn": "0x" + ci.start_lsn.hex().upper()}
 
 
+def _flag(value, default):
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "on", "yes")
+    return bool(value)
+
+
+def c_restore(eng, args):
+    """restore {lsn?, new_fork?, new_database_guid?, database?}: the database
+    as of LSN `lsn` (default: now), on a new recovery fork (restore.py).  The
+    control port then closes the connections to that database, as RESTORE
+    needs exclusive access."""
+    from .restore import restore
+    db = _db(eng, args)
+    with eng.lock:
+        lsn = args.get("lsn")
+        if lsn is None:
+            value = db.lsn.current()
+        else:
+            text = str(lsn)
+            value = L.from_bytes(bytes.fromhex(text[2:] if text.lower().startswith("0x") else text))
+        return restore(eng, db, value, new_fork=_flag(args.get("new_fork"), True),
+                       new_database_guid=_flag(args.get("new_database_guid"), False))
+
+
 def c_stats(eng, args):
     with eng.lock:
         out = {"seq": eng.seq, "active_snapshots": sum(eng.active_snaps.values()),
@@ -395,5 +421,5 @@ def c_fill_table(eng, args):
 CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
-    "fill_table": c_fill_table, "deny_select": c_deny_select,
+    "fill_table": c_fill_table, "deny_select": c_deny_select, "restore": c_restore,
 }

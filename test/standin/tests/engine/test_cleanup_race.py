@@ -6,7 +6,7 @@ its own (ENGINE.md, CDC model, cleanup)."""
 import threading
 import unittest
 
-from support import CachedRow, EngineTest, ResultSet
+from .support import CachedRow, EngineTest, ResultSet
 
 
 class CleanupDuringRead(EngineTest):
