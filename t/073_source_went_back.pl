@@ -109,7 +109,8 @@ sub write_past
 sub streams_exactly
 {
 	my ($server, $what) = @_;
-		ok( $node->poll_query_until('postgres',
+	my $n = scalar @history;
+	ok( $node->poll_query_until('postgres',
 			"SELECT count(*) = $n FROM public.${server}_dbo_h WHERE _cdc_op <> 'snapshot'"),
 		"$server: $what: all changes arrived")
 	  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
