@@ -6,3 +6,13 @@
 -- adds its own section below, in the same commit as the extension/*.sql
 -- change it mirrors.
 \echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
+
+-- Source identity and history fingerprint (issue 12, point 3: a source that
+-- went back in time; extension/20_catalog.sql, mssql_cdc.servers).
+ALTER TABLE mssql_cdc.servers
+	ADD COLUMN source_database_guid uuid,
+	ADD COLUMN source_recovery_fork_guid uuid,
+	ADD COLUMN fingerprint_window_end mssql_cdc.lsn,
+	ADD COLUMN fingerprint_lsn mssql_cdc.lsn,
+	ADD COLUMN fingerprint_tran_id bytea,
+	ADD COLUMN fingerprint_end_time timestamp;

@@ -129,6 +129,18 @@ extern bool worker_apply_window(MssqlCdcServer *server, List *group,
 /* list_sort comparator: by checkpoint, then table id */
 extern int	worker_compare_by_checkpoint(const ListCell *a, const ListCell *b);
 
+/* ---- worker_timeline.c -------------------------------------------------- */
+
+/*
+ * A source that went back in time (restore, failover, repointed server):
+ * before the windows of a poll; false after parking the tables that hold a
+ * position (the iteration stops there).
+ */
+extern bool worker_check_timeline(List *tables, const MssqlLsn *max_lsn);
+
+/* A new connection probes the source's identity again. */
+extern void worker_timeline_forget(void);
+
 /* ---- worker_snapshot.c -------------------------------------------------- */
 
 /* pending + 'initial': record L0 and start the snapshot; true when started */

@@ -248,6 +248,7 @@ ensure_connected(void)
 	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
 	MemoryContextReset(worker_connection_context);
 	worker_forget_described();
+	worker_timeline_forget();
 	worker_session = tds_session_try_open(session_opts, &connect_error);
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
@@ -340,6 +341,9 @@ run_iteration(void)
 	cdc_slot_report_poll(&max_lsn, max_time);
 	/* a max LSN frozen for long: the capture job does not run */
 	capture_stall_observe(worker_server_name, &max_lsn);
+	/* restored, failed over, repointed: never stream on another history */
+	if (!worker_check_timeline(tables, &max_lsn))
+		return true;
 
 	foreach(lc, tables)
 	{

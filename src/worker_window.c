@@ -21,6 +21,7 @@
 #include "error_condition.h"
 #include "mssql_cdc.h"
 #include "shmem.h"
+#include "source_identity.h"
 
 #include "worker_internal.h"
 
@@ -134,7 +135,8 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
  */
 static bool
 recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *results,
-							const MssqlLsn *from, bool *overrun, MssqlLsn *marks)
+							const MssqlLsn *from, const MssqlLsn *to, bool *overrun,
+							MssqlLsn *marks, SourceFingerprint *fingerprint)
 {
 	StringInfoData sql;
 	ListCell   *lc;
@@ -144,6 +146,7 @@ recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *res
 	bool		any = false;
 	bool		seen = false;
 
+	memset(fingerprint, 0, sizeof(*fingerprint));
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
 	i = 0;
@@ -158,9 +161,21 @@ recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *res
 	}
 	if (n == 0)
 		return false;
+	/* the same round trip takes the window's fingerprint (worker_timeline.c) */
+	appendStringInfo(&sql, "; %s", source_fingerprint_sql(to));
 
 	tds_exec(worker_session, sql.data);
 	while (tds_next_result(worker_session))
+	{
+		if (seen)
+		{
+			if (!fingerprint->known)
+				source_fingerprint_read(worker_session, to, fingerprint);
+			else
+				while (tds_next_row(worker_session))
+					;			/* drain */
+			continue;
+		}
 		while (tds_next_row(worker_session))
 		{
 			int			col = 0;
@@ -179,6 +194,7 @@ recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *res
 					overrun[i] = any = true;
 			}
 		}
+	}
 	return any;
 }
 
@@ -279,6 +295,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	ApplyResult *results;
 	bool	   *overrun;
 	MssqlLsn   *marks;
+	SourceFingerprint fingerprint;
 	ListCell   *lc;
 	ListCell   *lc2;
 	ListCell   *lc3;
@@ -346,6 +363,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 	/* THE window: every table's rows and checkpoints, one transaction */
 	worker_begin_xact();
+	source_fingerprint_lock(worker_server_name);
 	i = 0;
 	forthree(lc, ready, lc2, instances, lc3, switches)
 	{
@@ -377,7 +395,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	/* nothing of the window may have been removed by cleanup during the read */
 	overrun = palloc(sizeof(bool) * list_length(ready));
 	marks = palloc(sizeof(MssqlLsn) * list_length(ready));
-	if (recheck_min_lsns_after_read(ready, instances, results, &from, overrun, marks))
+	if (recheck_min_lsns_after_read(ready, instances, results, &from, &to, overrun, marks,
+									&fingerprint))
 	{
 		abandon_window_after_cleanup(ready, instances, overrun, marks, &from);
 		worker_ctx_has_range = false;
@@ -393,6 +412,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
 		i++;
 	}
+	if (fingerprint.known)
+		source_fingerprint_store(worker_server_name, &fingerprint);
 	worker_end_failure_streak(server);
 	worker_commit_xact();
 	cdc_slot_report_success();

@@ -198,9 +198,25 @@ $node->safe_psql('postgres', q{SELECT mssql_cdc.resume('src')});
 went_back('src', '(b) failover', $src_before, qr/transaction .* no longer|different history/);
 
 # ---------------------------------------------------------------------------
-# (c) the server repointed at another copy (its own database_guid)
+# (b2) the same, seen while connected: the max LSN is below the checkpoint at
+# the next poll (the stand-in keeps the connection; identity unchanged)
 # ---------------------------------------------------------------------------
 accept_new_timeline('src', 'cdcdb', '(b)');
+$restore_point = max_lsn('cdcdb');
+insert_rows(3);
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 3 FROM public.src_dbo_h WHERE _cdc_op = 'insert' AND id >= " . ($next - 3)),
+	'(b2) three more rows arrived');
+$src_before = staging('src');
+$si->ctl('capture_freeze');
+$si->ctl('restore', "lsn=0x$restore_point", 'new_fork=false', 'keep_connections=true');
+went_back('src', '(b2) max LSN below the checkpoint', $src_before, qr/below the position/);
+$si->ctl('capture_resume');
+
+# ---------------------------------------------------------------------------
+# (c) the server repointed at another copy (its own database_guid)
+# ---------------------------------------------------------------------------
+accept_new_timeline('src', 'cdcdb', '(b2)');
 $src_before = staging('src');
 $node->safe_psql('postgres', q{SELECT mssql_cdc.pause('src')});
 $node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (SET database 'other')});
