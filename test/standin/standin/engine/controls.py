@@ -121,6 +121,17 @@ def c_restore(eng, args):
                        new_database_guid=_flag(args.get("new_database_guid"), False))
 
 
+def c_set_option(eng, args):
+    """set_option {name, value}: an engine option (ENGINE.md) at run time."""
+    name = str(args["name"])
+    if name not in eng.options:
+        raise ValueError("unknown engine option %r (known: %s)" % (name, ", ".join(sorted(eng.options))))
+    value = _flag(args.get("value"), True)
+    with eng.lock:
+        eng.options[name] = value
+    return {name: value}
+
+
 def c_stats(eng, args):
     with eng.lock:
         out = {"seq": eng.seq, "active_snapshots": sum(eng.active_snaps.values()),
@@ -422,4 +433,5 @@ CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
     "fill_table": c_fill_table, "deny_select": c_deny_select, "restore": c_restore,
+    "set_option": c_set_option,
 }

@@ -45,7 +45,8 @@ class Engine:
     def __init__(self, config: EngineConfig = None, **options):
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
-        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True}
+        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
+                        "enable_table_waits": True}
         self.options.update(options)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
