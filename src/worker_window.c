@@ -78,6 +78,10 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 		case CI_READ_UNTIL_SUCCESSOR:
 			src = worker_describe_source(table);
 			break;
+		case CI_READ_PREDECESSOR:
+			/* one transaction that began before the switch; the switch stays */
+			src = worker_describe_ci(table, plan->predecessor->name);
+			break;
 	}
 	if (src == NULL)
 		return NULL;
@@ -325,6 +329,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			ci_lsn_decrement(&plans[i].successor->start_lsn, &before_successor) &&
 			mssql_lsn_cmp(&before_successor, &window_max) < 0)
 			window_max = before_successor;
+		/* transactions open across sp_cdc_enable_table stay with the older instance */
+		ci_route_open_transactions(worker_session, &plans[i], &from, &window_max);
 		i++;
 	}
 	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, worker_window_transactions,
