@@ -141,6 +141,9 @@ extern bool worker_check_timeline(List *tables, const MssqlLsn *max_lsn);
 /* A new connection probes the source's identity again. */
 extern void worker_timeline_forget(void);
 
+/* A table takes a position at lsn: remember the history up to it (in its transaction) */
+extern void worker_timeline_fingerprint_at(const MssqlLsn *lsn);
+
 /* ---- worker_snapshot.c -------------------------------------------------- */
 
 /* pending + 'initial': record L0 and start the snapshot; true when started */

@@ -354,6 +354,7 @@ run_iteration(void)
 		{
 			/* stream from now on: nothing before max_lsn is wanted */
 			worker_begin_xact();
+			worker_timeline_fingerprint_at(&max_lsn);
 			apply_start_streaming(table->table_id, &max_lsn);
 			worker_commit_xact();
 			table->phase = MSSQL_PHASE_STREAMING;

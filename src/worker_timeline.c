@@ -155,3 +155,33 @@ worker_check_timeline(List *tables, const MssqlLsn *max_lsn)
 	worker_commit_xact();
 	return true;
 }
+
+/*
+ * In the transaction that gives a table a position at lsn (a snapshot's L0,
+ * a 'never' table's start): fingerprint the history up to it, so that a
+ * table that has not committed a window yet is covered too (a later probe
+ * must not take its fingerprint from whatever source it meets then).  Its
+ * first statement: the servers row is locked before the table's row, as
+ * in a window.
+ */
+void
+worker_timeline_fingerprint_at(const MssqlLsn *lsn)
+{
+	SourceFingerprint fp;
+
+	memset(&fp, 0, sizeof(fp));
+	source_fingerprint_lock(worker_server_name);
+	tds_exec(worker_session, source_fingerprint_sql(lsn));
+	while (tds_next_result(worker_session))
+	{
+		if (fp.known)
+		{
+			while (tds_next_row(worker_session))
+				;				/* drain */
+			continue;
+		}
+		source_fingerprint_read(worker_session, lsn, &fp);
+	}
+	if (fp.known)
+		source_fingerprint_store(worker_server_name, &fp);
+}
