@@ -327,8 +327,19 @@ static LaunchResult
 launcher_start_worker(int index, uint32 generation, const DesiredSource *source,
 					  BackgroundWorkerHandle **handle)
 {
-	return worker_launch(index, generation, source->run_as,
-						 NameStr(source->server_name), handle);
+	/*
+	 * RegisterDynamicBackgroundWorker allocates the handle in the current
+	 * context, and the handle is kept in launched[] across iterations: it
+	 * must not live in the loop's context, which every iteration resets
+	 * (a reset left a dangling handle that a later GetBackgroundWorkerPid or
+	 * pfree turned into a SIGSEGV when workers stopped).
+	 */
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	LaunchResult result = worker_launch(index, generation, source->run_as,
+										NameStr(source->server_name), handle);
+
+	MemoryContextSwitchTo(old);
+	return result;
 }
 
 static const DesiredSource *

@@ -177,8 +177,7 @@ insert_rows(2);
 ok($node->poll_query_until('postgres', "SELECT count(*) = 2 FROM public.src_dbo_h WHERE _cdc_op = 'insert'"),
 	'(a) the new timeline streams');
 accept_new_timeline('lim', 'cdcdb', '(a) lim');
-# lim waits for (d); paused on its own (two workers stopped by one reconcile
-# of the launcher have crashed it with SIGSEGV, a defect seen before this test)
+# lim waits for (d), paused
 $node->safe_psql('postgres', q{SELECT mssql_cdc.pause('lim')});
 ok($node->poll_query_until('postgres',
 	q{SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'mssql_cdc worker lim'}),
