@@ -232,3 +232,13 @@ CROSS JOIN LATERAL (SELECT
 -- permissions); the function is unchanged, its comment says so.
 COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
 	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';
+
+-- Source identity and history fingerprint (issue 12, point 3: a source that
+-- went back in time; extension/20_catalog.sql, mssql_cdc.servers).
+ALTER TABLE mssql_cdc.servers
+	ADD COLUMN source_database_guid uuid,
+	ADD COLUMN source_recovery_fork_guid uuid,
+	ADD COLUMN fingerprint_window_end mssql_cdc.lsn,
+	ADD COLUMN fingerprint_lsn mssql_cdc.lsn,
+	ADD COLUMN fingerprint_tran_id bytea,
+	ADD COLUMN fingerprint_end_time timestamp;

@@ -26,7 +26,21 @@ CREATE TABLE mssql_cdc.servers (
 	-- a problem that does not stop the worker (e.g. capture_job_stalled), set
 	-- and cleared by the worker itself; shown while it is set
 	warning text,
-	warning_hint text
+	warning_hint text,
+	-- The source's identity and a fingerprint of its history, to notice a
+	-- source that went back in time (restore, failover that lost the tail,
+	-- the server repointed at another copy; src/worker_timeline.c).
+	-- sys.database_recovery_status of the source database at first contact
+	-- (NULL while the login may not read it):
+	source_database_guid uuid,
+	source_recovery_fork_guid uuid,
+	-- the last real transaction of cdc.lsn_time_mapping at or below
+	-- fingerprint_window_end (the lead checkpoint when it was taken); its
+	-- LSN NULL when there was none
+	fingerprint_window_end mssql_cdc.lsn,
+	fingerprint_lsn mssql_cdc.lsn,
+	fingerprint_tran_id bytea,
+	fingerprint_end_time timestamp		-- tran_end_time, the source's local time
 );
 
 -- One row per captured SQL Server table.

@@ -167,6 +167,15 @@ worker_commit_xact(void)
 	MemoryContextSwitchTo(worker_iteration_context);
 }
 
+/* Roll back the transaction of worker_begin_xact (nothing of it is kept) */
+void
+worker_abort_xact(void)
+{
+	PopActiveSnapshot();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(worker_iteration_context);
+}
+
 static void
 stop_worker(const char *why)
 {
@@ -239,6 +248,7 @@ ensure_connected(void)
 	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
 	MemoryContextReset(worker_connection_context);
 	worker_forget_described();
+	worker_timeline_forget();
 	worker_session = tds_session_try_open(session_opts, &connect_error);
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
@@ -374,6 +384,9 @@ run_iteration(void)
 	cdc_slot_report_poll(&max_lsn, max_time);
 	/* a max LSN frozen for long: the capture job may not run */
 	capture_stall_observe(worker_session, worker_server_name, &max_lsn, tables);
+	/* restored, failed over, repointed: never stream on another history */
+	if (!worker_check_timeline(tables, &max_lsn))
+		return true;
 
 	foreach(lc, tables)
 	{
@@ -387,6 +400,7 @@ run_iteration(void)
 		{
 			/* stream from now on: nothing before max_lsn is wanted */
 			worker_begin_xact();
+			worker_timeline_fingerprint_at(&max_lsn);
 			apply_start_streaming(table->table_id, &max_lsn);
 			worker_commit_xact();
 			table->phase = MSSQL_PHASE_STREAMING;

@@ -85,6 +85,8 @@ worker_start_snapshot(MssqlCdcTable *table)
 	}
 
 	worker_begin_xact();
+	/* the history the snapshot starts from, remembered with its L0 */
+	worker_timeline_fingerprint_at(&l0);
 	started = apply_snapshot_begin(table->table_id, &l0, estimate);
 	worker_commit_xact();
 	if (started)

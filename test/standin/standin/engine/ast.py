@@ -90,6 +90,8 @@ CreateUser = node("CreateUser", "name", "login", "line")
 CreateRole = node("CreateRole", "name", "line")
 AlterRoleAdd = node("AlterRoleAdd", "role", "member", "server", "line")
 Grant = node("Grant", "permission", "target", "principal", "line")   # target: parts or ('SCHEMA', name)
+# GRANT / DENY / REVOKE of a server permission (VIEW ANY DATABASE) to a login or public
+ServerPermission = node("ServerPermission", "action", "permission", "principal", "line")
 Block = node("Block", "statements", "line")
 Print = node("Print", "expr", "line")
 CreateIndex = node("CreateIndex", "name", "table", "columns", "line")     # non-unique: accepted, no effect

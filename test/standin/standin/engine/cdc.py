@@ -5,6 +5,7 @@ DDL history.  See /work/shared/reference/sqlserver-cdc.md §2-§5.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
 import time
@@ -158,6 +159,8 @@ class Cdc:
         ct = Table(db, cdc_schema, name + "_CT", eng.new_object_id(), cols,
                    cluster=[0, len(cols) - 1, 2, 3])
         ct.is_system = True
+        # read like cdc.fn_cdc_get_all_changes_<ci> reads it, WITH (NOLOCK)
+        ct.nolock_reads = True
         # command_id and seqval grow together inside a transaction and 3/4 share both,
         # so these orders equal the clustered (start_lsn, command_id, seqval, operation)
         cid = len(cols) - 1
@@ -389,33 +392,57 @@ class Cdc:
                 ci.start_lsn = L.to_bytes(ci.enable_lsn)
 
     # ---------------------------------------------------------------- cleanup
-    def cleanup(self, db, ci, mark: bytes):
-        """Raise ci's low endpoint to mark and delete older change rows.
-        Validation (22964 / 22957) is done by the caller."""
+    def cleanup(self, db, ci, mark: bytes, threshold=5000, between=None):
+        """Cleanup as SQL Server runs it (ENGINE.md, CDC model, cleanup): the
+        low watermark (ci.start_lsn, what fn_cdc_get_min_lsn returns) is raised
+        first, in a step of its own; then change rows below it, and mapping rows
+        below every instance's mark, are deleted by statements of at most
+        `threshold` rows, each committed on its own.  `between()` runs after the
+        mark and after every statement: the caller holds the engine lock and lets
+        readers run there, and since change tables are read with NOLOCK
+        semantics (query.scan_table) a reader sees each batch as it commits.
+        Validation (22964 / 22957) is done by the caller.  Returns the number of
+        change rows deleted."""
         eng = self.engine
-        seq = eng.next_seq()
+        threshold = max(1, int(threshold or 5000))
+        between = between or (lambda: None)
         ci.start_lsn = mark
-        ct = ci.ct
-        deleted = 0
-        for k in ct.keys:
-            if k[0] >= mark:
-                break
-            rv = ct.rows[k]
-            if rv.xmax is None:
-                rv.xmax = seq
-                deleted += 1
+        between()
+        deleted = self._delete_below(ci.ct, mark, lambda k: k[0], threshold, between)
         low = min((c.start_lsn for c in db.cdc.instances.values() if c.start_lsn is not None), default=mark)
-        m = db.cdc.mapping
-        for k in m.keys:
-            if k >= low:
-                break
-            rv = m.rows[k]
-            if rv.xmax is None:
-                rv.xmax = seq
-        eng.publish_seq(seq)
-        eng.gc_table(ct)
-        eng.gc_table(m)
+        self._delete_below(db.cdc.mapping, low, lambda k: k, threshold, between)
+        eng.gc_table(ci.ct)
+        eng.gc_table(db.cdc.mapping)
         return deleted
+
+    def _delete_below(self, table, bound, lsn_of, threshold, between):
+        """Delete the rows of a CDC table whose key LSN is below bound, at most
+        threshold per committed statement; resumes after the last key seen, so
+        rows the capture job appends meanwhile do not disturb it."""
+        eng = self.engine
+        deleted = 0
+        last = None
+        while True:
+            keys = table.keys
+            i = 0 if last is None else bisect.bisect_right(keys, last)
+            batch = []
+            while i < len(keys) and len(batch) < threshold:
+                k = keys[i]
+                if lsn_of(k) >= bound:
+                    break
+                rv = table.rows.get(k)
+                if rv is not None and rv.xmax is None:
+                    batch.append(rv)
+                last = k
+                i += 1
+            if not batch:
+                return deleted
+            seq = eng.next_seq()
+            for rv in batch:
+                rv.xmax = seq
+            eng.publish_seq(seq)
+            deleted += len(batch)
+            between()
 
 
 def _full_mask(n):

@@ -137,7 +137,10 @@ def c_cleanup(eng, args):
                 raise ValueError("lsn_time_mapping is empty")
         elif isinstance(mark, str):
             mark = bytes.fromhex(mark[2:] if mark.lower().startswith("0x") else mark)
-        cleanup_to(eng, db, ci, mark, group_by_time=False)   # the exact mark, for deterministic tests
+        # the exact mark, for deterministic tests; batches of the cleanup job's
+        # threshold (sys.sp_cdc_change_job @threshold) unless given
+        threshold = int(args.get("threshold") or db.cdc.job["threshold"])
+        cleanup_to(eng, db, ci, mark, group_by_time=False, threshold=threshold)
         return {"capture_instance": ci.name, "min_lsn": "0x" + ci.start_lsn.hex().upper()}
 
 
@@ -149,6 +152,43 @@ def c_wkb_byte_order(eng, args):
     with eng.lock:
         eng.options["wkb_big_endian"] = order == "big"
     return {"order": order}
+
+
+def _flag(value, default):
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "on", "yes")
+    return bool(value)
+
+
+def c_restore(eng, args):
+    """restore {lsn?, new_fork?, new_database_guid?, database?}: the database
+    as of LSN `lsn` (default: now), on a new recovery fork (restore.py).  The
+    control port then closes the connections to that database, as RESTORE
+    needs exclusive access."""
+    from .restore import restore
+    db = _db(eng, args)
+    with eng.lock:
+        lsn = args.get("lsn")
+        if lsn is None:
+            value = db.lsn.current()
+        else:
+            text = str(lsn)
+            value = L.from_bytes(bytes.fromhex(text[2:] if text.lower().startswith("0x") else text))
+        return restore(eng, db, value, new_fork=_flag(args.get("new_fork"), True),
+                       new_database_guid=_flag(args.get("new_database_guid"), False))
+
+
+def c_set_option(eng, args):
+    """set_option {name, value}: an engine option (ENGINE.md) at run time."""
+    name = str(args["name"])
+    if name not in eng.options:
+        raise ValueError("unknown engine option %r (known: %s)" % (name, ", ".join(sorted(eng.options))))
+    value = _flag(args.get("value"), True)
+    with eng.lock:
+        eng.options[name] = value
+    return {name: value}
 
 
 def c_stats(eng, args):
@@ -452,5 +492,6 @@ CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
     "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
-    "capture_options": c_capture_options, "security_options": c_security_options,
+    "capture_options": c_capture_options, "security_options": c_security_options, "restore": c_restore,
+    "set_option": c_set_option,
 }

@@ -24,13 +24,31 @@ log = logging.getLogger("standin.engine")
 statement_log = logging.getLogger("standin.statements")
 
 
+def _journal_entries(undo):
+    """The row changes of a committing transaction as (table, key, before,
+    after, schema_version) per database, for the `restore` control (a
+    point-in-time restore undoes them, newest first)."""
+    out = {}
+    for kind, table, key, rv in undo:
+        if table.is_system:
+            continue
+        if kind == "ins":
+            before, after = None, rv.values
+        elif kind == "del":
+            before, after = rv.values, None
+        else:
+            before, after = rv.prev.values, rv.values
+        out.setdefault(table.db, []).append((table, key, before, after, table.schema_version))
+    return out
+
+
 class Engine:
     def __init__(self, config: EngineConfig = None, **options):
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
         self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
                         "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select",
-                        "wkb_big_endian": False}
+                        "enable_table_waits": True, "wkb_big_endian": False}
         self.options.update(options)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -221,10 +239,13 @@ class Engine:
                 seq = self.next_seq()
                 dbs = {entry[1].db for entry in txn.undo} | set(txn.records)
                 now = self.now_ts()
+                journal = _journal_entries(txn.undo)
                 for db in dbs:
                     commit_lsn = db.lsn.next_block()
                     recs = txn.records.get(db, [])
                     self.cdc.on_commit(db, txn, recs, commit_lsn, now)
+                    if journal.get(db):
+                        db.journal.append((commit_lsn, journal[db]))
                 txn.end_time = now
                 touched = txn.finish_commit(seq)
                 self.publish_seq(seq)

@@ -542,6 +542,17 @@ class Executor:
         reconfigure(ctx, st.line)
         return []
 
+    def s_ServerPermission(self, ctx, st):
+        sec = self.engine.security
+        if not ctx.session.login.sysadmin:
+            raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", st.line)
+        name = st.principal.lower()
+        if name != "public" and name not in sec.logins:
+            raise SqlError(15151, 16, 1, "Cannot find the login '%s', because it does not exist or you do not "
+                           "have permission." % st.principal, st.line)
+        sec.set_server_permission(name, st.permission, st.action)
+        return []
+
     # ---------------------------------------------------------------- EXEC
     def s_Exec(self, ctx, st):
         from .procedures import find_proc, bind_args

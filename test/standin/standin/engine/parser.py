@@ -226,6 +226,8 @@ class Parser:
                 self.advance()
                 override = True
             return A.Reconfigure(override, line=line)
+        if kw in ("DENY", "REVOKE"):
+            return self.deny_or_revoke(kw)
         if kw == "PRINT":
             self.advance()
             return A.Print(self.expr(), line=line)
@@ -1212,7 +1214,7 @@ class Parser:
     def starts_statement(self):
         return self.is_kw("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "EXEC",
                           "EXECUTE", "SET", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "TRUNCATE",
-                          "GRANT", "SAVE", "END", "PRINT", "IF", "ELSE", "WAITFOR", "RAISERROR",
+                          "GRANT", "DENY", "REVOKE", "SAVE", "END", "PRINT", "IF", "ELSE", "WAITFOR", "RAISERROR",
                           "THROW", "WHILE", "BREAK", "CONTINUE", "RECONFIGURE")
 
     def grant(self):
@@ -1224,6 +1226,8 @@ class Parser:
         if perm == "VIEW":
             perm += " " + self.any_name().upper() + " " + self.any_name().upper()
             self.expect_kw("TO")
+            if perm == "VIEW ANY DATABASE":
+                return A.ServerPermission("GRANT", perm, self.any_name(), line=line)
             return A.Grant(perm, None, self.name(), line=line)
         self.expect_kw("ON")
         if self.is_kw("SCHEMA") and self.is_op("::", k=1):
@@ -1237,6 +1241,23 @@ class Parser:
             target = self.multipart()
         self.expect_kw("TO")
         return A.Grant(perm, target, self.name(), line=line)
+
+
+    def deny_or_revoke(self, kw):
+        """DENY VIEW ANY DATABASE TO p / REVOKE VIEW ANY DATABASE FROM|TO p:
+        the only server permission the stand-in models (it decides who sees
+        the rows of sys.database_recovery_status)."""
+        line = self.tok.line
+        self.advance()
+        start = self.tok
+        perm = " ".join(self.any_name().upper() for _ in range(3))
+        if perm != "VIEW ANY DATABASE":
+            raise self.error(start)
+        if kw == "REVOKE" and self.is_kw("FROM"):
+            self.advance()
+        else:
+            self.expect_kw("TO")
+        return A.ServerPermission(kw, perm, self.any_name(), line=line)
 
 
 def parse_batch(text: str):

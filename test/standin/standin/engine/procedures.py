@@ -216,9 +216,59 @@ def sp_cdc_enable_table(ctx, a, line):
         if c.name.startswith("__$"):
             raise SqlError(22975, 16, 1, "Could not create a capture instance because column '%s' in the source "
                            "table uses a reserved column name (__$)." % c.name, line)
+    if eng.options.get("enable_table_waits", True):
+        wait_for_table_writers(ctx, table, line)
     eng.cdc.create_capture_instance(db, table, ci_name, cols, index_name, index_cols, a["@role_name"], net,
                                     a["@filegroup_name"], bool(a["@allow_partition_switch"]))
     return [], 0
+
+
+def open_writer(table, own):
+    """A transaction other than `own` with uncommitted row versions in table."""
+    for rv in table.rows.values():
+        while rv is not None:
+            for x in (rv.xmin, rv.xmax):
+                if x is not None and x.__class__ is not int and x is not own:
+                    return x
+            if rv.xmin.__class__ is int:
+                break
+            rv = rv.prev
+    return None
+
+
+def wait_lock(ctx, line, still_blocked):
+    """Wait like a lock request: until still_blocked() is false, honouring
+    SET LOCK_TIMEOUT (1222) and ATTENTION (the statement is cancelled)."""
+    import time
+    from .dml import cancelled
+    session = ctx.session
+    deadline = None
+    while still_blocked():
+        timeout = session.lock_timeout_ms
+        if timeout == 0:
+            raise SqlError(1222, 16, 51, "Lock request time out period exceeded.", line)
+        now = time.monotonic()
+        if deadline is None:
+            deadline = None if timeout < 0 else now + timeout / 1000.0
+        if deadline is not None and now >= deadline:
+            raise SqlError(1222, 16, 51, "Lock request time out period exceeded.", line)
+        if session.cancelled:
+            raise cancelled(line)
+        ctx.engine.cond.wait(0.05)
+
+
+def wait_for_table_writers(ctx, table, line):
+    """sp_cdc_enable_table changes the source table's metadata under a schema
+    modification lock (UNCONFIRMED whether it waits; engine option
+    enable_table_waits, ENGINE.md): it waits until no other open transaction
+    has written the table, and while it waits, transactions that have not
+    written the table yet wait for it (lock queue)."""
+    table.schema_lock_waiters += 1
+    try:
+        wait_lock(ctx, line, lambda: open_writer(table, ctx.txn) is not None)
+    finally:
+        table.schema_lock_waiters -= 1
+        ctx.engine.cond.notify_all()
 
 
 @proc("sp_cdc_disable_table", ("@source_schema", REQ), ("@source_name", REQ), ("@capture_instance", REQ))
@@ -258,11 +308,19 @@ def sp_cdc_cleanup_change_table(ctx, a, line):
         raise SqlError(22963, 16, 1, "Parameter @capture_instance '%s' is not a valid capture instance name "
                        "in the current database." % name, line)
     mark = a["@low_water_mark"]
-    status = cleanup_to(ctx.engine, db, ci, mark, line)
+    threshold = a["@threshold"]
+    status = cleanup_to(ctx.engine, db, ci, mark, line, threshold=5000 if threshold is None else threshold)
     return [("output", "@fCleanupFailed", False)], status
 
 
-def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
+def let_readers_run(eng):
+    """Between two cleanup statements: release the engine lock for a moment
+    (Condition.wait releases every level of the RLock), as SQL Server's
+    cleanup commits each delete statement on its own while readers run."""
+    eng.cond.wait(0.001)
+
+
+def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True, threshold=5000):
     if mark is None:
         return 0
     mark = bytes(mark)
@@ -289,7 +347,7 @@ def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
             if r.xmax is None and r.values[2] == t_end:
                 mark = max(k, cur) if cur is not None else k
                 break
-    eng.cdc.cleanup(db, ci, mark)
+    eng.cdc.cleanup(db, ci, mark, threshold=threshold, between=lambda: let_readers_run(eng))
     return 0
 
 

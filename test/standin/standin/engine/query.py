@@ -97,13 +97,21 @@ def scan_table(ctx, table, lower=None, upper=None):
     composite = len(table.cluster) > 1
     lock = ctx.engine.lock
     snap, txn = ctx.read_view()
-    ctx.engine.register_snapshot(snap)
+    # Change tables are read as cdc.fn_cdc_get_all_changes_<ci> reads them,
+    # WITH (NOLOCK): no statement snapshot, every chunk sees the newest
+    # committed rows, so a cleanup that deletes ahead of the scan makes rows
+    # vanish from its result (ENGINE.md, CDC model)
+    nolock = table.nolock_reads
+    if not nolock:
+        ctx.engine.register_snapshot(snap)
     session = ctx.session
     try:
         last = None
         first = True
         while True:
             with lock:
+                if nolock:
+                    snap = ctx.engine.seq
                 keys = table.keys
                 if first:
                     i = 0 if lower is None else bisect.bisect_left(keys, lower)
@@ -129,7 +137,8 @@ def scan_table(ctx, table, lower=None, upper=None):
             if done or session.cancelled:
                 return
     finally:
-        ctx.engine.unregister_snapshot(snap)
+        if not nolock:
+            ctx.engine.unregister_snapshot(snap)
 
 
 # ------------------------------------------------------------------ aggregates

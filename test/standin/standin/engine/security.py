@@ -39,6 +39,9 @@ class Security:
         self.engine = engine
         self.logins = {}
         self.denied_select = set()      # lower-case login names (control deny_select)
+        # server permissions: (login lower | "public", permission) -> "GRANT" | "DENY";
+        # SQL Server grants VIEW ANY DATABASE to public by default
+        self.server_permissions = {("public", "VIEW ANY DATABASE"): "GRANT"}
 
     def add_login(self, name, password, sysadmin=False, default_language=None):
         if name.lower() in self.logins:
@@ -50,6 +53,35 @@ class Security:
         if login is None or login.password != password:
             raise SqlError(18456, 14, 1, "Login failed for user '%s'." % user)
         return login
+
+    # ---- server level
+    def set_server_permission(self, principal, permission, action):
+        key = (principal.lower(), permission)
+        if action == "REVOKE":
+            self.server_permissions.pop(key, None)
+        else:
+            self.server_permissions[key] = action
+
+    def has_server_permission(self, login, permission):
+        """sysadmin, or a GRANT to the login or to public with no DENY to either."""
+        if login.sysadmin:
+            return True
+        mine = self.server_permissions.get((login.name.lower(), permission))
+        public = self.server_permissions.get(("public", permission))
+        if "DENY" in (mine, public):
+            return False
+        return "GRANT" in (mine, public)
+
+    def sees_recovery_status(self, session, db):
+        """Who sees a database's row of sys.database_recovery_status (page
+        "sys.database_recovery_status"): master and tempdb for everybody;
+        otherwise the database owner, or VIEW ANY DATABASE / ALTER ANY
+        DATABASE (the stand-in's owner of every database is sa)."""
+        login = session.login
+        if db.name.lower() in ("master", "tempdb") or login.sysadmin or login.name.lower() == "sa":
+            return True
+        return (self.has_server_permission(login, "VIEW ANY DATABASE")
+                or self.has_server_permission(login, "ALTER ANY DATABASE"))
 
     # ---- database level
     def db_user(self, session, db):

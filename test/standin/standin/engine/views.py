@@ -4,6 +4,8 @@ Each view is built on demand as a list of rows (catalogs are small)."""
 
 from __future__ import annotations
 
+import decimal
+
 from ..results import SqlError
 from ..sqltypes import MAX, SqlType
 from . import lsn as L
@@ -354,13 +356,33 @@ def v_partitions(eng, ctx, db):
     return cols, rows
 
 
+def v_database_recovery_status(eng, ctx, db):
+    """One row per database the caller may see (page
+    "sys.database_recovery_status": master and tempdb for all, others for the
+    owner or VIEW ANY DATABASE / ALTER ANY DATABASE holders)."""
+    from .restore import numeric_lsn
+    guid = SqlType("uniqueidentifier")
+    num = SqlType("numeric", precision=25, scale=0)
+    cols = _cols([("database_id", INT), ("database_guid", guid), ("family_guid", guid),
+                  ("last_log_backup_lsn", num), ("recovery_fork_guid", guid),
+                  ("first_recovery_fork_guid", guid), ("fork_point_lsn", num)])
+    rows = []
+    for d in sorted(eng.databases.values(), key=lambda d: d.database_id):
+        if not eng.security.sees_recovery_status(ctx.session, d):
+            continue
+        fork = None if d.fork_point_lsn is None else decimal.Decimal(numeric_lsn(d.fork_point_lsn))
+        rows.append((d.database_id, d.database_guid, d.family_guid, None, d.recovery_fork_guid,
+                     d.first_recovery_fork_guid, fork))
+    return cols, rows
+
+
 SYS_VIEWS = {
     "databases": v_databases, "schemas": v_schemas, "tables": v_tables, "objects": v_objects,
     "all_objects": v_objects, "columns": v_columns, "all_columns": v_columns, "types": v_types,
     "indexes": v_indexes, "index_columns": v_index_columns, "key_constraints": v_key_constraints,
     "dm_server_services": v_dm_server_services, "database_principals": v_database_principals,
     "database_role_members": v_database_role_members, "dm_cdc_log_scan_sessions": v_scan_sessions,
-    "partitions": v_partitions,
+    "partitions": v_partitions, "database_recovery_status": v_database_recovery_status,
 }
 INFO_VIEWS = {"columns": v_info_columns, "tables": v_info_tables}
 CDC_VIEWS = {"change_tables": v_change_tables, "captured_columns": v_captured_columns,

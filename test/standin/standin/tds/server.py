@@ -188,12 +188,15 @@ class Connection:
     def take_fault(self, kind: str, when=None):
         return self.server.faults.take(kind, self.spid, self.request_text, when)
 
-    def sleep_interruptible(self, seconds: float) -> None:
-        """Stall: wait, but wake on attention or when the socket is killed."""
+    def sleep_interruptible(self, seconds: float, released: threading.Event = None) -> None:
+        """Stall: wait, but wake on attention, when the socket is killed or
+        when `released` (a held stall's event) is set."""
         deadline = time.time() + seconds
         while not self.closed.is_set():
             left = deadline - time.time()
             if left <= 0 or self.attention.wait(min(left, 0.05)):
+                return
+            if released is not None and released.is_set():
                 return
 
     def kill(self) -> None:
