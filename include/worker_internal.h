@@ -129,6 +129,11 @@ extern bool worker_apply_window(MssqlCdcServer *server, List *group,
 /* list_sort comparator: by checkpoint, then table id */
 extern int	worker_compare_by_checkpoint(const ListCell *a, const ListCell *b);
 
+/* ---- worker_staging.c --------------------------------------------------- */
+
+/* Partitioned staging tables: rollover and retention, between windows */
+extern void worker_maintain_staging(List *tables);
+
 /* ---- worker_timeline.c -------------------------------------------------- */
 
 /*

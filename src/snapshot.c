@@ -291,7 +291,7 @@ key_literal(const KeyColumn *key, const RawKeyValue *raw)
 }
 
 /*
- * WHERE clause after the last key (k1, ..., kn) = (v1, ..., vn):
+ * The condition "after the last key" (k1, ..., kn) = (v1, ..., vn):
  * (k1 > v1) OR (k1 = v1 AND k2 > v2) OR ...
  */
 static void
@@ -300,7 +300,6 @@ append_keyset_predicate(StringInfo sql, const KeyColumn *keys, int nkey, List *l
 	int			i;
 	int			j;
 
-	appendStringInfoString(sql, " WHERE ");
 	for (i = 0; i < nkey; i++)
 	{
 		appendStringInfoString(sql, i ? " OR (" : "(");
@@ -469,8 +468,16 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 	for (i = 0; i < nkey; i++)
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", key_select_expr(&keys[i]));
 	appendStringInfo(&sql, " FROM %s.%s", tds_quote_ident(src->schema), tds_quote_ident(src->table));
+	/* the row filter (checked as one condition when it was set: snapshot_filter.h) */
+	if (table->snapshot_filter != NULL)
+		appendStringInfo(&sql, " WHERE (%s)", table->snapshot_filter);
 	if (table->snapshot_last_key != NIL)
+	{
+		appendStringInfoString(&sql, table->snapshot_filter != NULL ? " AND (" : " WHERE ");
 		append_keyset_predicate(&sql, keys, nkey, table->snapshot_last_key);
+		if (table->snapshot_filter != NULL)
+			appendStringInfoChar(&sql, ')');
+	}
 	appendStringInfoString(&sql, " ORDER BY ");
 	for (i = 0; i < nkey; i++)
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", tds_quote_ident(keys[i].col->name));

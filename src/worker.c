@@ -392,6 +392,9 @@ run_iteration(void)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 
+		/* paused alone (pause(server, table)): its checkpoint stays, the others go on */
+		if (table->paused)
+			continue;
 		if (table->phase == MSSQL_PHASE_PENDING &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
 		{
@@ -454,6 +457,9 @@ run_iteration(void)
 	}
 	if (has_lead)
 		report_lag(&lead, &max_lsn);
+
+	/* partitioned staging tables: at this window boundary */
+	worker_maintain_staging(tables);
 
 	/*
 	 * Then snapshot chunks, each its own transaction, for up to a poll

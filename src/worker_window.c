@@ -22,6 +22,7 @@
 #include "mssql_cdc.h"
 #include "shmem.h"
 #include "source_identity.h"
+#include "table_settings.h"
 
 #include "worker_internal.h"
 
@@ -379,8 +380,12 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 		worker_ctx_table_id = table->table_id;
 		worker_ctx_capture_instance = src->capture_instance->name;
-		/* a concurrent remove_table/resnapshot wins; the table sits this one out */
-		if (!apply_lock_table_state(table->table_id, checkpoint))
+		/*
+		 * a concurrent remove_table/resnapshot wins, and a settings change
+		 * (alter_table, pause) takes effect here: the table sits this one out
+		 */
+		if (!apply_lock_table_state(table->table_id, checkpoint) ||
+			!table_settings_current(table))
 		{
 			results[i++].rows = -1;
 			continue;

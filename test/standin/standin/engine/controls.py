@@ -144,6 +144,16 @@ def c_cleanup(eng, args):
         return {"capture_instance": ci.name, "min_lsn": "0x" + ci.start_lsn.hex().upper()}
 
 
+def c_wkb_byte_order(eng, args):
+    """wkb_byte_order order=big|little: the byte order of STAsBinary() (UNCONFIRMED, ENGINE.md)."""
+    order = str(args.get("order", "little")).lower()
+    if order not in ("big", "little"):
+        raise ValueError("order must be big or little")
+    with eng.lock:
+        eng.options["wkb_big_endian"] = order == "big"
+    return {"order": order}
+
+
 def _flag(value, default):
     if value is None:
         return default
@@ -481,7 +491,7 @@ def c_fill_table(eng, args):
 CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
-    "fill_table": c_fill_table, "deny_select": c_deny_select,
+    "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
     "capture_options": c_capture_options, "security_options": c_security_options, "restore": c_restore,
     "set_option": c_set_option,
 }

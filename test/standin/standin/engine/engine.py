@@ -48,7 +48,7 @@ class Engine:
         # engine options that are not part of EngineConfig (see ENGINE.md)
         self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
                         "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select",
-                        "enable_table_waits": True}
+                        "enable_table_waits": True, "wkb_big_endian": False}
         self.options.update(options)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)

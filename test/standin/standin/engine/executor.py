@@ -577,6 +577,9 @@ class Executor:
             args.append((pname, fn(()), t, out))
         if name == "sp_executesql":
             return list(self.exec_sql(ctx.session, args, st.line, nested=True))
+        if name == "sp_describe_first_result_set" and (len(st.proc) < 2 or (st.proc[-2] or "").lower() in ("sys", "dbo", "")):
+            from .describe import describe_first_result_set
+            return describe_first_result_set(self, ctx.session, args, st.line)
         p = find_proc(st.proc, st.line)
         bound = bind_args(p, args, st.line)
         items, status = p.fn(ctx, bound, st.line)

@@ -116,7 +116,14 @@ class Compiler:
 
     def c_ColRef(self, e):
         agg = self.scope.aggregates
-        col = self.scope.resolve(e.parts, self.line)
+        try:
+            col = self.scope.resolve(e.parts, self.line)
+        except SqlError:
+            from .clr_functions import compile_property
+            prop = compile_property(self, e.parts)   # geometry/geography col.STSrid
+            if prop is None:
+                raise
+            return prop
         i = col.index
         if agg is not None and agg.group_exprs is not None and not agg.allows_column(col):
             raise self.err(8120, 16, 1, "Column '%s' is invalid in the select list because it is not "

@@ -125,7 +125,7 @@ def compile_function(comp, e):
     return h(comp, e)
 
 
-CLR_METHODS = {"tostring", "stastext", "astextzm", "getlevel", "stsrid"}
+CLR_METHODS = {"tostring", "stastext", "stasbinary", "astextzm", "getlevel", "stsrid"}
 CDC_FUNCS = {"fn_cdc_get_max_lsn", "fn_cdc_get_min_lsn", "fn_cdc_increment_lsn", "fn_cdc_decrement_lsn",
              "fn_cdc_map_lsn_to_time", "fn_cdc_map_time_to_lsn", "fn_cdc_is_bit_set",
              "fn_cdc_get_column_ordinal", "fn_cdc_has_column_changed"}

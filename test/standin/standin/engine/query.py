@@ -595,10 +595,15 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         base = None
         col = Column(alias if alias is not None else "", t, True)
         if isinstance(e, A.ColRef):
-            sc = scope.resolve(e.parts, line)
-            col = _out_col(alias if alias is not None else sc.name, sc)
-            if not agg_mode:
-                base = sc.index
+            try:
+                sc = scope.resolve(e.parts, line)
+            except SqlError:
+                sc = None       # a CLR property (col.STSrid): compiled above, named as SQL Server names it
+                col = Column(alias if alias is not None else e.parts[-1], t, True)
+            if sc is not None:
+                col = _out_col(alias if alias is not None else sc.name, sc)
+                if not agg_mode:
+                    base = sc.index
         items.append((fn, col, base))
 
     having_fn = comp.compile(sel.having)[0] if sel.having is not None else None

@@ -502,7 +502,12 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
             b = v.bytes_le
         else:
             raise explicit_error(src, dst)
-        if d in ("binary",) and dst.length not in (None, MAX):
+        if d in ("binary",) and dst.length not in (None, MAX) and s in T.INTEGER_TYPES:
+            # "When other data types are converted to binary or varbinary, the
+            # data is padded or truncated on the left" (page "binary and
+            # varbinary"); strings and binary are cut and padded on the right
+            b = (bytes(max(0, dst.length - len(b))) + b)[-dst.length:]
+        elif d in ("binary",) and dst.length not in (None, MAX):
             if explicit or s not in T.BINARY_TYPES:
                 b = b[:dst.length]
             b = b + bytes(max(0, dst.length - len(b)))
