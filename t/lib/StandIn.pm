@@ -6,6 +6,12 @@
 #   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
 #   $si->ctl('drop_after_rows', 'rows=5');
 #
+# With tls => 'off' | 'on' | 'required' | 'not-supported' the stand-in gets
+# a server certificate of a private test CA (test/standin/make-test-certs;
+# $si->cert_file('ca') is the CA to trust) and that encryption setting;
+# $si->use_certificate('expired') and $si->tls_offer('on') change them for
+# the logins that follow.
+#
 # A real SQL Server instead of the stand-in: set
 #   MSSQL_CDC_TEST_SERVER='host=sql1;port=1433;user=sa;password=…;database=cdctest'
 # (a scratch database the tests may fill; the login needs sysadmin to enable
@@ -20,6 +26,7 @@ use warnings;
 use Cwd qw(abs_path);
 use File::Basename qw(dirname);
 use IPC::Run;
+use PostgreSQL::Test::Utils ();
 use Test::More;
 use Time::HiRes ();
 
@@ -66,10 +73,19 @@ sub start
 	my $self = bless { out => '', err => '', host => '127.0.0.1', user => 'sa',
 		password => 'Passw0rd!', database => 'cdcdb' }, $class;
 	my $interval = $opts{capture_interval} // 0.2;
+	my @tls;
+	if (defined $opts{tls})
+	{
+		$self->{certs} = PostgreSQL::Test::Utils::tempdir('certs');
+		system("$root/test/standin/make-test-certs", $self->{certs}) == 0
+		  or die 'make-test-certs failed';
+		@tls = ('--tls-cert', "$self->{certs}/server.pem", '--tls-key',
+			"$self->{certs}/server.key", '--tls-offer', $opts{tls});
+	}
 	my $timer = IPC::Run::timer(60);
 	$self->{proc} = IPC::Run::start(
 		[ $python, "$root/test/standin/run-standin", '--port', '0',
-		  '--control-port', '0', '--capture-interval', $interval,
+		  '--control-port', '0', '--capture-interval', $interval, @tls,
 		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
 	$timer->start;
@@ -92,6 +108,31 @@ sub user { return $_[0]->{user} }
 sub password { return $_[0]->{password} }
 sub database { return $_[0]->{database} }
 sub is_real { return $_[0]->{real} }
+
+# A file of make-test-certs (start with tls => ...): cert_file('ca') is the
+# test CA, cert_file('expired', 'key') the key of the expired certificate.
+sub cert_file
+{
+	my ($self, $name, $ext) = @_;
+	die 'the stand-in was started without tls' unless $self->{certs};
+	return "$self->{certs}/$name." . ($ext // 'pem');
+}
+
+# Serve another certificate of make-test-certs to the logins that follow.
+sub use_certificate
+{
+	my ($self, $name) = @_;
+	$self->ctl('tls', 'cert=' . $self->cert_file($name), 'key=' . $self->cert_file($name, 'key'));
+	return;
+}
+
+# What PRELOGIN offers from now on: off, on, required, not-supported.
+sub tls_offer
+{
+	my ($self, $offer) = @_;
+	$self->ctl('tls', "offer=$offer");
+	return;
+}
 
 # Run T-SQL batches (one "go" each); returns tsql's output.
 sub tsql
