@@ -6,3 +6,145 @@
 -- adds its own section below, in the same commit as the extension/*.sql
 -- change it mirrors.
 \echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
+
+-- ---------------------------------------------------------------------------
+-- TLS (issue 17): worker_state() gets encrypted and certificate_validated
+-- (how the worker's open connection to SQL Server is protected), and
+-- mssql_cdc.status shows them as its last two columns.  A function's OUT
+-- columns cannot be changed in place, and the view depends on it.
+-- ---------------------------------------------------------------------------
+DROP VIEW mssql_cdc.status;
+DROP FUNCTION mssql_cdc.worker_state();
+
+CREATE FUNCTION mssql_cdc.worker_state(
+	OUT server_name name,
+	OUT pid integer,
+	OUT phase text,
+	OUT source_max_lsn mssql_cdc.lsn,
+	OUT source_max_lsn_time timestamptz,
+	OUT last_poll_at timestamptz,
+	OUT consecutive_failures integer,
+	OUT next_attempt_at timestamptz,
+	OUT lag_base_lsn mssql_cdc.lsn,
+	OUT lag_transactions bigint,
+	OUT encrypted boolean,
+	OUT certificate_validated boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION mssql_cdc.worker_state() IS
+'One row per source that has a worker slot: its process (NULL pid when none runs), phase '
+'(starting, connecting, snapshotting, streaming, idle, stopping, backoff, stopped), the '
+'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
+'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
+'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
+'validated (NULL while it has none)';
+
+CREATE VIEW mssql_cdc.status AS
+SELECT
+	t.server_name AS server,
+	CASE WHEN t.source_schema OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_schema
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_schema, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)
+	CASE WHEN t.source_table OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_table
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_table, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END AS source_table,
+	pg_catalog.quote_ident(t.staging_schema) OPERATOR(pg_catalog.||) '.'
+		OPERATOR(pg_catalog.||) pg_catalog.quote_ident(t.staging_table) AS staging_table,
+	CASE
+		WHEN sv.paused THEN 'paused'
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error'
+			OR ts.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR w.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'error'
+		ELSE coalesce(ts.phase, 'pending')
+	END AS state,
+	ts.checkpoint_lsn,
+	w.source_max_lsn,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::double precision
+		ELSE pg_catalog.date_part('epoch', w.source_max_lsn_time OPERATOR(pg_catalog.-) ts.last_commit_time)
+	END AS lag_seconds,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::bigint
+		-- counted by the worker for the checkpoint the tables share
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.=) w.lag_base_lsn THEN w.lag_transactions
+		ELSE NULL
+	END AS lag_transactions,
+	coalesce(ts.rows_applied, 0) AS rows_applied,
+	coalesce(ts.transactions_applied, 0) AS transactions_applied,
+	coalesce(ts.snapshot_rows, 0) AS snapshot_rows,
+	ts.snapshot_total_estimate,
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'streaming' AND ts.snapshot_started_at IS NOT NULL
+			THEN 100::numeric(4,1)
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting'
+			AND ts.snapshot_total_estimate OPERATOR(pg_catalog.>) 0
+			-- the estimate comes from SQL Server statistics and can be exceeded
+			THEN least(100::numeric,
+				100::numeric OPERATOR(pg_catalog.*) ts.snapshot_rows
+				OPERATOR(pg_catalog./) ts.snapshot_total_estimate)::numeric(4,1)
+		ELSE NULL
+	END AS snapshot_percent,
+	-- average since the snapshot (or its resumption's original start) began
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting' AND ts.snapshot_started_at IS NOT NULL
+			THEN round((ts.snapshot_rows::numeric OPERATOR(pg_catalog./)
+				greatest(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) ts.snapshot_started_at)::numeric,
+						 0.001))::numeric, 1)
+		ELSE NULL
+	END AS snapshot_rows_per_second,
+	CASE WHEN sv.last_error_at IS NOT NULL
+			AND (ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+		THEN sv.last_error ELSE ts.last_error
+	END AS last_error,
+	greatest(ts.last_error_at, sv.last_error_at) AS last_error_at,
+	-- The problem that is active now (doc/troubleshooting.md), chosen once
+	-- below in active.problem: condition and hint come from the same place.
+	CASE active.problem
+		WHEN 'table' THEN ts.condition
+		WHEN 'server' THEN sv.condition
+		WHEN 'server_warning' THEN sv.warning
+		WHEN 'table_warning' THEN ts.warning
+	END AS condition,
+	CASE active.problem
+		WHEN 'table' THEN ts.hint
+		WHEN 'server' THEN sv.hint
+		WHEN 'server_warning' THEN sv.warning_hint
+		WHEN 'table_warning' THEN ts.warning_hint
+	END AS hint,
+	w.pid AS worker_pid,
+	w.encrypted,
+	w.certificate_validated
+FROM mssql_cdc.tables t
+JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
+LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
+LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name
+-- the failure being retried or that parked the table (the newer one, as for
+-- last_error), else a warning; none while paused or once the next unit
+-- succeeded
+CROSS JOIN LATERAL (SELECT
+	CASE
+		WHEN sv.paused THEN NULL
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error' THEN 'table'
+		WHEN sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			AND (ts.consecutive_failures IS NULL OR ts.consecutive_failures OPERATOR(pg_catalog.=) 0
+				OR ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+			THEN 'server'
+		WHEN ts.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'table'
+		WHEN sv.warning IS NOT NULL THEN 'server_warning'
+		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
+			THEN 'table_warning'
+	END AS problem) active;
+
+COMMENT ON VIEW mssql_cdc.status IS
+	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, worker pid, '
+	'and whether the worker''s connection to SQL Server is encrypted with a validated certificate';
+
+REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.status TO pg_monitor;

@@ -43,6 +43,15 @@
 #define COND_MALFORMED_RESPONSE			"malformed_response"
 #define COND_ENCRYPTION_UNAVAILABLE		"encryption_unavailable"
 
+/* TLS at login: which check refused the connection (tds_tls.c) */
+#define COND_ENCRYPTION_REQUIRED_BY_SERVER	"encryption_required_by_server"
+#define COND_CERTIFICATE_UNTRUSTED		"certificate_untrusted"
+#define COND_CERTIFICATE_EXPIRED		"certificate_expired"
+#define COND_CERTIFICATE_NAME_MISMATCH	"certificate_name_mismatch"
+#define COND_CERTIFICATE_REVOKED		"certificate_revoked"
+#define COND_TLS_HANDSHAKE_FAILED		"tls_handshake_failed"
+#define COND_TLS_FILE_UNUSABLE			"tls_file_unusable"
+
 
 /* Conditions of the staging table (Postgres) */
 #define COND_STAGING_TABLE_MISSING		"staging_table_missing"

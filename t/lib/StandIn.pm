@@ -15,7 +15,8 @@
 # A real SQL Server instead of the stand-in: set
 #   MSSQL_CDC_TEST_SERVER='host=sql1;port=1433;user=sa;password=…;database=cdctest'
 # (a scratch database the tests may fill; the login needs sysadmin to enable
-# CDC).  Tests that use the stand-in's control port (fault injection, the
+# CDC), plus ca_file=…, trust_server_certificate=true, encryption=… or
+# check_host_name=false when its certificate needs them (tls_options).  Tests that use the stand-in's control port (fault injection, the
 # capture job's controls) are skipped there: their whole point is a fault a
 # real server cannot be told to produce.
 package StandIn;
@@ -108,6 +109,23 @@ sub user { return $_[0]->{user} }
 sub password { return $_[0]->{password} }
 sub database { return $_[0]->{database} }
 sub is_real { return $_[0]->{real} }
+
+# The TLS options of a foreign server for this SQL Server, as a fragment
+# of an OPTIONS list (empty or starting with ", "): the stand-in without a
+# certificate cannot encrypt, so it is asked for plain text explicitly;
+# with one (start tls => ...) its certificate is validated against the
+# test CA; a real server takes what MSSQL_CDC_TEST_SERVER says.
+sub tls_options
+{
+	my ($self) = @_;
+	if ($self->{real})
+	{
+		return join('', map { defined $self->{$_} ? ", $_ '$self->{$_}'" : '' }
+			  qw(encryption ca_file crl_file trust_server_certificate check_host_name));
+	}
+	return ", ca_file '" . $self->cert_file('ca') . "'" if $self->{certs};
+	return ", encryption 'off'";
+}
 
 # A file of make-test-certs (start with tls => ...): cert_file('ca') is the
 # test CA, cert_file('expired', 'key') the key of the expired certificate.
@@ -224,11 +242,12 @@ sub create_source
 	my ($self, $node, $server, %opts) = @_;
 	my $qt = $opts{query_timeout} // 10;
 	my $db = $opts{database} // $self->{database};
+	my $tls = $self->tls_options;
 	$node->safe_psql('postgres', qq{
 CREATE EXTENSION IF NOT EXISTS mssql_cdc;
 CREATE SERVER $server FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '$self->{host}', port '$self->{port}', database '$db',
-           query_timeout '$qt', login_timeout '5');
+           query_timeout '$qt', login_timeout '5'$tls);
 CREATE USER MAPPING FOR CURRENT_USER SERVER $server
   OPTIONS (username '$self->{user}', password '$self->{password}');
 });
