@@ -152,7 +152,7 @@ def main():
         if "tls" in a.phases:
             print("== TLS: snapshot and streaming, plain text and TLS back to back", flush=True)
             si.offer_tls(True)
-            report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows)
+            report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows, a.chunk_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

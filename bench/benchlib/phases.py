@@ -62,6 +62,13 @@ def fdw_query(table):
 # (1) snapshot
 # ---------------------------------------------------------------------------
 
+def keyset_chunks(table, rows, chunk_rows):
+    """The queries of mssql_cdc's snapshot of a table (src/snapshot.c)."""
+    return ["SELECT TOP (%d) %s, id FROM dbo.%s%s ORDER BY id" % (
+        chunk_rows, TB.column_list(table), table[0], "" if k == 0 else " WHERE (id > %d)" % k)
+        for k in range(0, rows + 1, chunk_rows)]
+
+
 def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
     name = table[0]
     select = "SELECT %s FROM dbo.%s" % (TB.column_list(table), name)
@@ -72,10 +79,7 @@ def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
     results["stand-in raw serve (cold)"] = raw.run(si, select)
     results["stand-in raw serve"] = raw.run(si, select)
     # the keyset-paged chunk shape mssql_cdc sends, chunk by chunk
-    chunks = ["SELECT TOP (%d) %s, id FROM dbo.%s%s ORDER BY id" % (
-        chunk_rows, TB.column_list(table), name, "" if k == 0 else " WHERE (id > %d)" % k)
-        for k in range(0, rows + 1, chunk_rows)]
-    results["stand-in keyset chunks"] = raw.run(si, chunks)
+    results["stand-in keyset chunks"] = raw.run(si, keyset_chunks(table, rows, chunk_rows))
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, select, "pipe_%s" % name, workdir)
     results["tds_fdw INSERT…SELECT"] = C.tds_fdw_insert(pg, "ft_%s" % name, "fdw_%s" % name)
     results["mssql_cdc snapshot"] = C.mssql_cdc_snapshot(pg, name, rows, si.pid)
@@ -163,16 +167,17 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
 # (3) the cost of TLS
 # ---------------------------------------------------------------------------
 
-def tls_cost(si, pg, raw, rows, txn_rows):
+def tls_cost(si, pg, raw, rows, txn_rows, chunk_rows):
     """mssql_cdc's snapshot of the narrow table and its catch-up of a
     small-transaction backlog, each twice back to back: through a foreign
     server with encryption 'off' and through one with TLS and the
     certificate validated (the stand-in offers TLS with a test CA's
     certificate; servers plain and tls, see prepare_postgres)."""
     results = {}
-    # the stand-in keeps encoded rows: read them once, so that neither
-    # snapshot pays for encoding them (the two backlogs are both new rows)
-    raw.run(si, "SELECT %s FROM dbo.%s" % (TB.column_list(TB.NARROW), TB.NARROW[0]))
+    # the stand-in keeps encoded rows per query shape: read the snapshot's
+    # chunks once, so that neither snapshot pays for encoding them (the two
+    # backlogs are both new rows)
+    raw.run(si, keyset_chunks(TB.NARROW, rows, chunk_rows))
     for server, label in (("plain", "plain text"), ("tls", "TLS, certificate validated")):
         r = C.mssql_cdc_snapshot(pg, TB.NARROW[0], rows, si.pid, server=server)
         r["encrypted"] = pg.psql("SELECT encrypted FROM mssql_cdc.status WHERE server = '%s'" % server)
