@@ -22,11 +22,16 @@ from standin.tds.prelogin import (ENCRYPT_NOT_SUP, ENCRYPT_OFF, ENCRYPT_ON, ENCR
 MAKE_CERTS = os.path.join(harness.STANDIN_DIR, "make-test-certs")
 
 
+_certs = []
+
+
 def certs() -> str:
     """The test CA and certificates (make-test-certs), made once per run."""
-    path = os.path.join(harness.work_dir(), "certs")
-    subprocess.run([MAKE_CERTS, path], check=True)
-    return path
+    if not _certs:
+        path = os.path.join(harness.work_dir(), "certs")
+        subprocess.run([MAKE_CERTS, path], check=True)
+        _certs.append(path)
+    return _certs[0]
 
 
 def cert_pair(name):
