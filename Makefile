@@ -23,7 +23,8 @@ DOCS = $(wildcard doc/*.md)
 # hiding symbols would hide the magic block and every SQL-callable function.
 PG_CPPFLAGS = -I$(srcdir)/include -Wall -Wmissing-prototypes \
 	-Werror=implicit-function-declaration
-SHLIB_LINK = -lsybdb
+# GnuTLS: the library FreeTDS uses; tds_tls_probe.c checks certificates with it
+SHLIB_LINK = -lsybdb -lgnutls
 
 # pg_regress: every topic file under sql/, on a throwaway instance that has
 # the library preloaded (PGXS "make check" is unsupported for extensions).

@@ -129,7 +129,40 @@ REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;
 
-CREATE OR REPLACE VIEW mssql_cdc.status AS
+-- TLS (issue 17): worker_state() gets encrypted and certificate_validated
+-- (how the worker's open connection to SQL Server is protected), and
+-- mssql_cdc.status shows them as its last two columns.  A function's OUT
+-- columns cannot be changed in place, and the view depends on it.
+-- ---------------------------------------------------------------------------
+DROP VIEW mssql_cdc.status;
+DROP FUNCTION mssql_cdc.worker_state();
+
+CREATE FUNCTION mssql_cdc.worker_state(
+	OUT server_name name,
+	OUT pid integer,
+	OUT phase text,
+	OUT source_max_lsn mssql_cdc.lsn,
+	OUT source_max_lsn_time timestamptz,
+	OUT last_poll_at timestamptz,
+	OUT consecutive_failures integer,
+	OUT next_attempt_at timestamptz,
+	OUT lag_base_lsn mssql_cdc.lsn,
+	OUT lag_transactions bigint,
+	OUT encrypted boolean,
+	OUT certificate_validated boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION mssql_cdc.worker_state() IS
+'One row per source that has a worker slot: its process (NULL pid when none runs), phase '
+'(starting, connecting, snapshotting, streaming, idle, stopping, backoff, stopped), the '
+'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
+'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
+'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
+'validated (NULL while it has none)';
+
+CREATE VIEW mssql_cdc.status AS
 SELECT
 	t.server_name AS server,
 	CASE WHEN t.source_schema OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
@@ -206,7 +239,9 @@ SELECT
 		WHEN 'server_warning' THEN sv.warning_hint
 		WHEN 'table_warning' THEN ts.warning_hint
 	END AS hint,
-	w.pid AS worker_pid
+	w.pid AS worker_pid,
+	w.encrypted,
+	w.certificate_validated
 FROM mssql_cdc.tables t
 JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
 LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
@@ -227,6 +262,13 @@ CROSS JOIN LATERAL (SELECT
 		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
 			THEN 'table_warning'
 	END AS problem) active;
+
+COMMENT ON VIEW mssql_cdc.status IS
+	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, worker pid, '
+	'and whether the worker''s connection to SQL Server is encrypted with a validated certificate';
+
+REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.status TO pg_monitor;
 
 -- check_server(): also checks every object the worker reads (issue 12,
 -- permissions); the function is unchanged, its comment says so.

@@ -40,7 +40,7 @@ PG_SETTINGS = {
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows per table and changes per backlog")
-    ap.add_argument("--only", choices=("snapshot", "streaming", "latency"), action="append",
+    ap.add_argument("--only", choices=("snapshot", "streaming", "latency", "tls"), action="append",
                     help="run only this phase (repeatable)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, every path exercised, no claims")
     ap.add_argument("--latency-seconds", type=float, default=30, help="length of the steady insert stream")
@@ -60,7 +60,8 @@ def parse_args():
         a.rows = min(a.rows, 2000)
         a.large_txn_rows = min(a.large_txn_rows, 1000)
         a.latency_seconds = min(a.latency_seconds, 3)
-    a.phases = a.only or ["snapshot", "streaming", "latency"]
+    # tls last: it adds the workers of two more foreign servers
+    a.phases = a.only or ["snapshot", "streaming", "latency", "tls"]
     PG_SETTINGS["mssql_cdc.poll_interval"] = "'%dms'" % a.poll_ms
     PG_SETTINGS["mssql_cdc.snapshot_chunk_rows"] = str(a.chunk_rows)
     return a
@@ -69,7 +70,8 @@ def parse_args():
 def prepare_source(si, a):
     print("== source: tables and %d rows each (fill_table)" % a.rows, flush=True)
     si.tsql("ALTER DATABASE cdcdb SET ALLOW_SNAPSHOT_ISOLATION ON\nEXEC sys.sp_cdc_enable_db\n" +
-            "\n".join(TB.create_sql(t) for t in (TB.NARROW, TB.WIDE, TB.STREAM_SMALL, TB.STREAM_LARGE, TB.LATENCY)))
+            "\n".join(TB.create_sql(t) for t in (TB.NARROW, TB.WIDE, TB.STREAM_SMALL, TB.STREAM_LARGE, TB.LATENCY,
+                                                 TB.STREAM_PLAIN, TB.STREAM_TLS)))
     for t in (TB.NARROW, TB.WIDE):
         if t is TB.WIDE and ("snapshot" not in a.phases or (a.table and "wide" not in a.table)):
             continue                # only the wide snapshot reads it
@@ -79,7 +81,7 @@ def prepare_source(si, a):
     # one capture_now publishes a whole backlog (the streaming phase times
     # the worker, not the capture job's batching)
     si.tsql("\n".join(TB.enable_cdc_sql(t) for t in (TB.NARROW, TB.WIDE, TB.STREAM_SMALL, TB.STREAM_LARGE,
-                                                       TB.LATENCY)) +
+                                                       TB.LATENCY, TB.STREAM_PLAIN, TB.STREAM_TLS)) +
             "\nEXEC sys.sp_cdc_change_job @job_type = N'capture', @maxtrans = 10000000, @maxscans = 10")
     deadline = time.time() + 30
     while si.max_lsn() is None:
@@ -89,14 +91,19 @@ def prepare_source(si, a):
 
 
 def prepare_postgres(pg, si):
+    # src: the stand-in offers no TLS outside the TLS phase, so plain text
+    # is asked for; plain and tls are the two sides of the TLS phase
     pg.psql("CREATE EXTENSION mssql_cdc; CREATE EXTENSION tds_fdw;"
-            "CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
-            "database 'cdcdb', query_timeout '600');"
-            "CREATE USER MAPPING FOR postgres SERVER src OPTIONS (username 'sa', password '%s');"
             "CREATE SERVER fdw FOREIGN DATA WRAPPER tds_fdw OPTIONS (servername '127.0.0.1', port '%d', "
             "database 'cdcdb', tds_version '7.4');"
             "CREATE USER MAPPING FOR postgres SERVER fdw OPTIONS (username 'sa', password '%s');"
-            % (si.port, SA_PASSWORD, si.port, SA_PASSWORD))
+            % (si.port, SA_PASSWORD))
+    for server, tls in (("src", "encryption 'off'"), ("plain", "encryption 'off'"),
+                        ("tls", "ca_file '%s'" % si.ca_file)):
+        pg.psql("CREATE SERVER %s FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
+                "database 'cdcdb', query_timeout '600', %s);"
+                "CREATE USER MAPPING FOR postgres SERVER %s OPTIONS (username 'sa', password '%s');"
+                % (server, si.port, tls, server, SA_PASSWORD))
 
 
 def main():
@@ -115,6 +122,7 @@ def main():
             shown.append(arg)
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
                          "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
+                         "small_txn_rows": a.small_txn_rows,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
@@ -141,6 +149,10 @@ def main():
         if "latency" in a.phases:
             print("== latency: %.0f s at a steady rate" % a.latency_seconds, flush=True)
             report["latency"] = P.latency(si, pg, a.latency_seconds, 20)
+        if "tls" in a.phases:
+            print("== TLS: snapshot and streaming, plain text and TLS back to back", flush=True)
+            si.offer_tls(True)
+            report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows, a.chunk_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

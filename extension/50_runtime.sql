@@ -14,7 +14,9 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT consecutive_failures integer,
 	OUT next_attempt_at timestamptz,
 	OUT lag_base_lsn mssql_cdc.lsn,
-	OUT lag_transactions bigint)
+	OUT lag_transactions bigint,
+	OUT encrypted boolean,
+	OUT certificate_validated boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -23,7 +25,9 @@ COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'One row per source that has a worker slot: its process (NULL pid when none runs), phase '
 '(starting, connecting, snapshotting, streaming, idle, stopping, backoff, stopped), the '
 'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
-'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet';
+'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
+'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
+'validated (NULL while it has none)';
 
 CREATE FUNCTION mssql_cdc.launcher_pid()
 RETURNS integer

@@ -1,8 +1,9 @@
 
 -- ---------------------------------------------------------------------------
 -- mssql_cdc.status: one row per captured table.  Catalog columns are
--- durable; source_max_lsn, lag_seconds and worker_pid come from the live
--- mssql_cdc.worker_state() (NULL while no worker has reported).
+-- durable; source_max_lsn, lag_seconds, worker_pid, encrypted and
+-- certificate_validated come from the live mssql_cdc.worker_state() (NULL
+-- while no worker has reported, or has no connection open).
 -- Granted to pg_monitor, not PUBLIC: errors can name hosts and databases.
 -- ---------------------------------------------------------------------------
 
@@ -83,7 +84,9 @@ SELECT
 		WHEN 'server_warning' THEN sv.warning_hint
 		WHEN 'table_warning' THEN ts.warning_hint
 	END AS hint,
-	w.pid AS worker_pid
+	w.pid AS worker_pid,
+	w.encrypted,
+	w.certificate_validated
 FROM mssql_cdc.tables t
 JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
 LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
@@ -106,7 +109,8 @@ CROSS JOIN LATERAL (SELECT
 	END AS problem) active;
 
 COMMENT ON VIEW mssql_cdc.status IS
-	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, and worker pid';
+	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, worker pid, '
+	'and whether the worker''s connection to SQL Server is encrypted with a validated certificate';
 
 REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
 GRANT SELECT ON mssql_cdc.status TO pg_monitor;

@@ -45,6 +45,15 @@
 /* restore, failover that lost the tail, server repointed: src/worker_timeline.c */
 #define COND_SOURCE_WENT_BACK			"source_went_back"
 
+/* TLS at login: which check refused the connection (tds_tls.c) */
+#define COND_ENCRYPTION_REQUIRED_BY_SERVER	"encryption_required_by_server"
+#define COND_CERTIFICATE_UNTRUSTED		"certificate_untrusted"
+#define COND_CERTIFICATE_EXPIRED		"certificate_expired"
+#define COND_CERTIFICATE_NAME_MISMATCH	"certificate_name_mismatch"
+#define COND_CERTIFICATE_REVOKED		"certificate_revoked"
+#define COND_TLS_HANDSHAKE_FAILED		"tls_handshake_failed"
+#define COND_TLS_FILE_UNUSABLE			"tls_file_unusable"
+
 
 /* Conditions of the staging table (Postgres) */
 #define COND_STAGING_TABLE_MISSING		"staging_table_missing"

@@ -28,14 +28,22 @@
 #define MSSQL_CDC_DEFAULT_QUERY_TIMEOUT		300 /* seconds */
 #define MSSQL_CDC_DEFAULT_PACKET_SIZE		4096
 
-/* FreeTDS 1.3 "encryption" semantics */
+/*
+ * The "encryption" option (doc/connecting.md, Encryption).  mssql_cdc's own
+ * meaning, not FreeTDS's: 'request' never falls back to plain text without
+ * a WARNING (tds_tls.c).
+ */
 typedef enum MssqlEncryption
 {
-	MSSQL_ENCRYPTION_OFF,		/* never TLS (login packet still encrypted
-								 * if the server insists) */
-	MSSQL_ENCRYPTION_REQUEST,	/* TLS if the server offers it */
-	MSSQL_ENCRYPTION_REQUIRE	/* TLS or fail */
+	MSSQL_ENCRYPTION_OFF,		/* no TLS, asked for explicitly */
+	MSSQL_ENCRYPTION_REQUEST,	/* TLS; plain text (with a WARNING) only when
+								 * SQL Server offers no TLS at all */
+	MSSQL_ENCRYPTION_REQUIRE	/* TLS or fail (the default) */
 } MssqlEncryption;
+
+/* ca_file value meaning the operating system's trust store (FreeTDS's word) */
+#define MSSQL_CDC_CA_FILE_SYSTEM			"system"
+#define MSSQL_CDC_DEFAULT_CA_FILE			MSSQL_CDC_CA_FILE_SYSTEM
 
 /*
  * Everything a worker needs to open a TDS session for one server and role.
@@ -57,6 +65,11 @@ typedef struct MssqlServerOptions
 	int			packet_size;	/* bytes */
 	char	   *username;
 	char	   *password;
+	/* TLS: how the server's certificate is validated (doc/connecting.md) */
+	bool		trust_server_certificate;	/* no validation at all */
+	char	   *ca_file;		/* PEM bundle, or "system" */
+	char	   *crl_file;		/* PEM revocation list, or NULL */
+	bool		check_host_name;	/* the certificate must name host */
 } MssqlServerOptions;
 
 /*

@@ -74,6 +74,9 @@ typedef struct MssqlCdcSlotState
 	bool		has_lag;		/* lag_* below were reported */
 	MssqlLsn	lag_base_lsn;	/* checkpoint the count starts after */
 	int64		lag_transactions;	/* source transactions in (base, max] */
+	bool		connected;		/* the worker has a session open; then: */
+	bool		connection_encrypted;	/* the whole session is in TLS */
+	bool		certificate_validated;	/* and SQL Server's certificate was checked */
 	int			consecutive_failures;
 	TimestampTz next_attempt_at;	/* 0 = may start now */
 	TimestampTz crashed_at;		/* 0 = no failure recorded */
@@ -158,6 +161,14 @@ extern void cdc_slot_report_poll(const MssqlLsn *source_max_lsn,
  * whose checkpoint is base_lsn.
  */
 extern void cdc_slot_report_lag(const MssqlLsn *base_lsn, int64 transactions);
+
+/*
+ * The worker opened a session to SQL Server (connected, with how it is
+ * protected) or has none (connected false, e.g. while logging in again).
+ * Shown as status.encrypted and status.certificate_validated.
+ */
+extern void cdc_slot_report_connection(bool connected, bool encrypted,
+									   bool certificate_validated);
 
 /* After a committed batch: the failure streak is over. */
 extern void cdc_slot_report_success(void);

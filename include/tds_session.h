@@ -25,6 +25,10 @@
  *   DBPROCESS on an error path.
  * - The password never reaches a log line, a message or the application
  *   name.
+ * - Logins are encrypted with TLS and the certificate validated unless the
+ *   server's options say otherwise (src/tds_tls.c); a session never falls
+ *   back to plain text without a WARNING, and tds_session_security() says
+ *   what the connection got.
  *
  * Typical use (results are streamed row by row, nothing is buffered):
  *
@@ -67,6 +71,25 @@ typedef enum TdsErrorKind
 #define TDS_ERROR_TEXT_SIZE		512
 
 /*
+ * Why a login failed on TLS, as a separate check of the server found out
+ * after FreeTDS (which says only "connection failed") gave up; see
+ * tds_tls.c.  NONE when the failure was something else.
+ */
+typedef enum TdsTlsFailure
+{
+	TDS_TLS_NONE = 0,
+	TDS_TLS_NOT_OFFERED,		/* TLS required; SQL Server offers none */
+	TDS_TLS_REQUIRED_BY_SERVER, /* encryption 'off'; SQL Server forces TLS */
+	TDS_TLS_UNTRUSTED,			/* no chain to a trusted CA */
+	TDS_TLS_EXPIRED,			/* past its validity period */
+	TDS_TLS_NOT_YET_VALID,		/* before its validity period */
+	TDS_TLS_NAME_MISMATCH,		/* does not name the host option */
+	TDS_TLS_REVOKED,			/* listed in crl_file */
+	TDS_TLS_HANDSHAKE,			/* the TLS handshake itself failed */
+	TDS_TLS_FILE				/* ca_file or crl_file unusable */
+} TdsTlsFailure;
+
+/*
  * The captured state of the last failure: what db-lib said and what SQL
  * Server said.  The worker branches on msgno (e.g. 313, 229, 1205) and
  * dberr (e.g. 20003 timeout, 20017 EOF).
@@ -99,7 +122,24 @@ typedef struct TdsRemoteError
 	int			msgline;
 	char		msgtext[TDS_ERROR_TEXT_SIZE];
 	char		procname[128];
+
+	/* With kind CONNECT: a TLS problem and what the check saw (certificate names, dates) */
+	TdsTlsFailure tls_failure;
+	char		tls_detail[TDS_ERROR_TEXT_SIZE];
 } TdsRemoteError;
+
+/*
+ * How an open session's connection is protected.  encrypted: the whole
+ * session travels inside TLS; certificate_validated: and the server's
+ * certificate was checked against the CA (and the host name).  An
+ * unencrypted session is never opened without either encryption 'off' or a
+ * WARNING (encryption 'request' against a server without TLS).
+ */
+typedef struct TdsSessionSecurity
+{
+	bool		encrypted;
+	bool		certificate_validated;
+} TdsSessionSecurity;
 
 /*
  * Process setup: dbinit, the capturing handlers, the exit hook.  Idempotent;
@@ -141,6 +181,12 @@ extern const TdsRemoteError *tds_session_last_error(TdsSession *session);
 
 /* The foreign server's name, for the caller's own messages. */
 extern const char *tds_session_server_name(TdsSession *session);
+
+/* Encryption and certificate validation of the session's connection. */
+extern TdsSessionSecurity tds_session_security(TdsSession *session);
+
+/* "TLS, certificate validated against …" for check_server() and logs. */
+extern char *tds_session_security_text(TdsSession *session);
 
 /*
  * Raise the error captured in err as a Postgres ERROR for server_name
@@ -273,7 +319,7 @@ extern char *tds_quote_nstring(const char *str);
 /* A binary(10) literal for T-SQL: "0x0000002A000001F00003" */
 extern char *tds_format_lsn_literal(const uint8 *bytes);
 
-/* Did a login fail because TLS was required but not available? */
+/* Did a login fail on TLS (no TLS offered, a certificate refused, ...)? */
 extern bool tds_error_is_tls_failure(const TdsRemoteError *err);
 
 #endif							/* MSSQL_CDC_TDS_SESSION_H */

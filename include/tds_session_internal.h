@@ -6,7 +6,8 @@
  *		(tds_session.c opens, runs batches and closes; tds_errors.c holds
  *		the db-lib callbacks and turns what they recorded into ereports;
  *		tds_result.c reads result columns; tds_freetds_conf.c writes the
- *		per-login freetds.conf).
+ *		per-login freetds.conf; tds_tls.c and tds_tls_probe.c decide and
+ *		check the encryption of a login).
  *
  * Only those files include this header (it pulls in db-lib's sybdb.h).
  *
@@ -36,6 +37,8 @@ struct TdsSession
 	bool		interrupted;	/* our interrupt handler stopped a wait */
 	bool		results_pending;	/* batch sent, results not all read */
 	TdsRemoteError err;			/* filled by the db-lib callbacks */
+	TdsSessionSecurity security;	/* set by tds_tls_login, */
+	char		security_text[320]; /* and said in words */
 	dlist_node	node;			/* in open_sessions */
 };
 
@@ -68,6 +71,8 @@ extern bool tds_after_call(TdsSession *session, bool failed, const char *what,
 						   bool tolerate_remote);
 
 /* ---- tds_session.c ------------------------------------------------------ */
+extern DBPROCESS *tds_dbopen(const MssqlServerOptions *opts, MssqlEncryption level,
+							 TdsSession *session);
 extern void tds_close_dbproc(TdsSession *session);
 extern void tds_clear_error(TdsSession *session);
 extern void tds_check_usable(TdsSession *session);
@@ -75,7 +80,31 @@ extern void tds_check_usable(TdsSession *session);
 /* ---- tds_freetds_conf.c ------------------------------------------------- */
 /* the section name used for IPv6 hosts (a header cannot hold brackets) */
 #define TDS_CONF_SECTION	"mssql_cdc_session"
-extern char *tds_write_encryption_conf(const MssqlServerOptions *opts, const char *section);
+extern char *tds_write_freetds_conf(const MssqlServerOptions *opts, MssqlEncryption level,
+									const char *section);
 extern bool tds_valid_conf_value(const char *value);
+
+/* ---- tds_tls.c: the encryption policy of a login ------------------------ */
+
+/*
+ * Log in as opts->encryption asks (trying 'require' first for 'request'),
+ * set session->security, and on a failed login find out with
+ * tds_tls_probe whether, and how, TLS was the reason (session->err).
+ */
+extern DBPROCESS *tds_tls_login(const MssqlServerOptions *opts, TdsSession *session);
+
+/* ---- tds_tls_probe.c: a PRELOGIN + TLS handshake of our own ------------ */
+
+/*
+ * Connect to the server, send PRELOGIN offering TLS (want_tls) or not, and
+ * if the server encrypts, run the TLS handshake inside PRELOGIN packets and
+ * check the certificate the way FreeTDS would (CA, CRL, host name).  Never
+ * logs in.  Returns what is wrong (TDS_TLS_NONE: nothing found, or the
+ * server could not be reached), with a sentence in detail; *interrupted is
+ * set when a Postgres interrupt ended it (the caller runs
+ * CHECK_FOR_INTERRUPTS).  Never raises.
+ */
+extern TdsTlsFailure tds_tls_probe(const MssqlServerOptions *opts, bool want_tls,
+								   char *detail, size_t detail_size, bool *interrupted);
 
 #endif							/* MSSQL_CDC_TDS_SESSION_INTERNAL_H */

@@ -106,6 +106,48 @@ CREATE FOREIGN TABLE v_ft (id integer) SERVER v_full;
 SELECT mssql_cdc.validator(ARRAY[]::text[], 'pg_catalog.pg_attribute'::regclass);
 \echo :LAST_ERROR_SQLSTATE
 
+-- TLS: certificate validation options.
+CREATE SERVER v_tls FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp',
+  ca_file '/etc/ssl/certs/ca-certificates.crt', crl_file '/etc/ssl/crl.pem', check_host_name 'yes');
+ALTER SERVER v_tls OPTIONS (SET ca_file 'system', SET check_host_name 'off');
+ALTER SERVER v_tls OPTIONS (SET check_host_name 'maybe');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (SET ca_file 'ca.pem');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (SET crl_file 'system');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (SET ca_file '/etc/ssl/my ca.pem');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (SET ca_file '/etc/ssl/ca.pem#x');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (SET ca_file '/a23456789/b23456789/c23456789/d23456789/e23456789/f23456789/g23456789/h23456789/i23456789/j23456789/k23456789/l23456789/m23456789/n23456789/o23456789/p23456789/q23456789/r23456789/s23456789/t23456789/u');
+\echo :LAST_ERROR_SQLSTATE
+-- trust_server_certificate 'true' contradicts every validation option
+ALTER SERVER v_tls OPTIONS (ADD trust_server_certificate 'true');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_tls OPTIONS (DROP ca_file, DROP crl_file, DROP check_host_name, ADD trust_server_certificate 'true');
+ALTER SERVER v_tls OPTIONS (SET trust_server_certificate 'sometimes');
+\echo :LAST_ERROR_SQLSTATE
+SELECT srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname = 'v_tls';
+-- naming a file the database server reads takes pg_read_server_files
+CREATE ROLE regress_tls_owner;
+GRANT USAGE ON FOREIGN DATA WRAPPER mssql_cdc TO regress_tls_owner;
+SET ROLE regress_tls_owner;
+CREATE SERVER v_tls_own FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', ca_file '/etc/passwd');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SERVER v_tls_own FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp', ca_file 'system');
+ALTER SERVER v_tls_own OPTIONS (ADD crl_file '/etc/ssl/crl.pem');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT pg_read_server_files TO regress_tls_owner;
+SET ROLE regress_tls_owner;
+ALTER SERVER v_tls_own OPTIONS (SET ca_file '/etc/ssl/ca.pem');
+DROP SERVER v_tls_own;
+RESET ROLE;
+REVOKE USAGE ON FOREIGN DATA WRAPPER mssql_cdc FROM regress_tls_owner;
+DROP ROLE regress_tls_owner;
+DROP SERVER v_tls;
+
 DROP USER MAPPING FOR CURRENT_USER SERVER v_full;
 DROP USER MAPPING FOR PUBLIC SERVER v_minimal;
 DROP SERVER v_full, v_minimal;

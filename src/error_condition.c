@@ -27,6 +27,7 @@
 
 #include "error_condition.h"
 #include "mssql_cdc.h"
+#include "tds_tls.h"
 
 static ErrorCondition
 make(const char *condition, char *hint)
@@ -178,12 +179,10 @@ error_condition_classify(int sqlerrcode, const char *schema_name,
 							 "host and port options; nothing of the failed unit was kept, and the worker "
 							 "retries with a new connection.",
 							 server_name));
+	/* which TLS check refused the login */
 	if (remote != NULL && tds_error_is_tls_failure(remote))
-		return make(COND_ENCRYPTION_UNAVAILABLE,
-					psprintf("Server \"%s\" has encryption 'require', but SQL Server did not offer TLS or "
-							 "the handshake failed: configure a certificate on SQL Server (Force Encryption), "
-							 "or set the encryption option to 'request' or 'off' if that is acceptable.",
-							 server_name));
+		return make(tds_tls_condition(remote->tls_failure),
+					tds_tls_failure_hint(remote->tls_failure, server_name));
 
 	switch (kind)
 	{

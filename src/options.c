@@ -16,8 +16,11 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "access/reloptions.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_foreign_data_wrapper.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_foreign_table.h"
@@ -39,7 +42,9 @@ typedef enum OptionKind
 	OPTION_STRING,				/* any non-empty text */
 	OPTION_SECRET,				/* any text; never echoed */
 	OPTION_INTEGER,				/* decimal digits within [min, max] */
-	OPTION_ENUM					/* one of values[] */
+	OPTION_ENUM,				/* one of values[] */
+	OPTION_BOOLEAN,				/* true/false, on/off, yes/no, 1/0 */
+	OPTION_FILE					/* an absolute path the server process reads */
 } OptionKind;
 
 typedef struct MssqlOption
@@ -50,11 +55,14 @@ typedef struct MssqlOption
 	int			min;			/* OPTION_INTEGER */
 	int			max;
 	int			max_length;		/* OPTION_STRING; 0 = unlimited */
-	const char *const *values;	/* OPTION_ENUM, NULL-terminated */
+	const char *const *values;	/* OPTION_ENUM, NULL-terminated; OPTION_FILE:
+								 * words allowed instead of a path */
 } MssqlOption;
 
 static const char *const tds_version_values[] = {"7.3", "7.4", NULL};
 static const char *const encryption_values[] = {"off", "request", "require", NULL};
+static const char *const ca_file_words[] = {MSSQL_CDC_CA_FILE_SYSTEM, NULL};
+static const char *const no_words[] = {NULL};
 
 /*
  * TDS versions FreeTDS knows that are older than 7.3.  They are refused with
@@ -74,6 +82,11 @@ static const MssqlOption mssql_options[] = {
 	{"query_timeout", ForeignServerRelationId, OPTION_INTEGER, 1, 86400, 0, NULL},
 	{"application_name", ForeignServerRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"packet_size", ForeignServerRelationId, OPTION_INTEGER, 512, 32767, 0, NULL},
+	/* TLS (see validate_tls_options) */
+	{"trust_server_certificate", ForeignServerRelationId, OPTION_BOOLEAN, 0, 0, 0, NULL},
+	{"ca_file", ForeignServerRelationId, OPTION_FILE, 0, 0, 0, ca_file_words},
+	{"crl_file", ForeignServerRelationId, OPTION_FILE, 0, 0, 0, no_words},
+	{"check_host_name", ForeignServerRelationId, OPTION_BOOLEAN, 0, 0, 0, NULL},
 	/* USER MAPPING: the SQL Server login */
 	{"username", UserMappingRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"password", UserMappingRelationId, OPTION_SECRET, 0, 0, 0, NULL},
@@ -162,10 +175,49 @@ parse_plain_int(const char *value, int *result)
 	return true;
 }
 
+/*
+ * A file the database server reads when it connects (a CA bundle, a CRL).
+ * It must be an absolute path, since the server's working directory is
+ * the data directory, and one FreeTDS's freetds.conf can carry: no
+ * whitespace (FreeTDS collapses and trims it), none of "#;[]" (comments,
+ * sections), at most 200 bytes (FreeTDS reads lines of 256).  Whether it
+ * exists and who may replace it is checked at each login (tds_tls.c),
+ * because files change after CREATE SERVER.
+ */
+static void
+validate_file_option(const MssqlOption *opt, const char *value)
+{
+	const char *p;
+
+	if (string_in_list(value, opt->values))
+		return;
+	if (value[0] != '/')
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("option \"%s\" must be an absolute path", opt->name),
+				 opt->values[0] != NULL ?
+				 errhint("Give the path of a PEM file, or '%s' for the operating system's trust store.",
+						 opt->values[0]) :
+				 errhint("Give the path of a PEM file on the database server.")));
+	for (p = value; *p; p++)
+		if (isspace((unsigned char) *p) || strchr("#;[]", *p) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("option \"%s\" contains a character FreeTDS cannot read in a file name", opt->name),
+					 errdetail("Whitespace and the characters # ; [ ] are not allowed."),
+					 errhint("Use a path without them, for example a symbolic link.")));
+	if (strlen(value) > 200)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+				 errmsg("value of option \"%s\" is too long", opt->name),
+				 errdetail("FreeTDS reads file names of at most 200 bytes.")));
+}
+
 static void
 validate_option_value(const MssqlOption *opt, const char *value)
 {
 	int			intval;
+	bool		boolval;
 
 	switch (opt->kind)
 	{
@@ -195,6 +247,18 @@ validate_option_value(const MssqlOption *opt, const char *value)
 								opt->name, value),
 						 errhint("Valid values are whole numbers from %d to %d.",
 								 opt->min, opt->max)));
+			break;
+
+		case OPTION_BOOLEAN:
+			if (!parse_bool(value, &boolval))
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+						 errmsg("invalid value for option \"%s\": \"%s\"", opt->name, value),
+						 errhint("Valid values are true and false.")));
+			break;
+
+		case OPTION_FILE:
+			validate_file_option(opt, value);
 			break;
 
 		case OPTION_ENUM:
@@ -231,6 +295,9 @@ mssql_cdc_validator(PG_FUNCTION_ARGS)
 	Oid			catalog = PG_GETARG_OID(1);
 	List	   *seen = NIL;
 	bool		have_database = false;
+	bool		trust = false;
+	const char *tls_validation_option = NULL;
+	const char *file_option = NULL;
 	ListCell   *lc;
 
 	if (catalog == ForeignTableRelationId || catalog == AttributeRelationId)
@@ -282,7 +349,35 @@ mssql_cdc_validator(PG_FUNCTION_ARGS)
 		validate_option_value(opt, value);
 		if (strcmp(name, "database") == 0)
 			have_database = true;
+		else if (strcmp(name, "trust_server_certificate") == 0)
+			(void) parse_bool(value, &trust);
+		if (strcmp(name, "ca_file") == 0 || strcmp(name, "crl_file") == 0 ||
+			strcmp(name, "check_host_name") == 0)
+			tls_validation_option = opt->name;
+		if (opt->kind == OPTION_FILE && !string_in_list(value, opt->values))
+			file_option = opt->name;
 	}
+
+	if (trust && tls_validation_option != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("option \"%s\" cannot be combined with trust_server_certificate 'true'",
+						tls_validation_option),
+				 errdetail("With trust_server_certificate 'true' the server's certificate is not validated at all."),
+				 errhint("Drop one of them: validating against a CA is the safe choice.")));
+
+	/*
+	 * The files are read by the database server's operating-system user, so
+	 * naming one is reading a server file: the same right COPY FROM a file
+	 * needs.  Without it a server owner could probe which files exist.
+	 */
+	if (file_option != NULL &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to set option \"%s\"", file_option),
+				 errdetail("The file is read by the database server's operating-system user."),
+				 errhint("Only superusers and members of pg_read_server_files may name files on the database server.")));
 
 	if (catalog == ForeignServerRelationId && !have_database)
 		ereport(ERROR,
@@ -369,11 +464,13 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 	result->server_name = pstrdup(server->servername);
 	result->port = MSSQL_CDC_DEFAULT_PORT;
 	result->tds_version = pstrdup(MSSQL_CDC_DEFAULT_TDS_VERSION);
-	result->encryption = MSSQL_ENCRYPTION_REQUEST;
 	result->login_timeout = MSSQL_CDC_DEFAULT_LOGIN_TIMEOUT;
 	result->query_timeout = MSSQL_CDC_DEFAULT_QUERY_TIMEOUT;
 	result->application_name = pstrdup(MSSQL_CDC_DEFAULT_APPLICATION_NAME);
 	result->packet_size = MSSQL_CDC_DEFAULT_PACKET_SIZE;
+	result->encryption = MSSQL_ENCRYPTION_REQUIRE;
+	result->ca_file = pstrdup(MSSQL_CDC_DEFAULT_CA_FILE);
+	result->check_host_name = true;
 
 	/* Values were checked by the validator when they were stored. */
 	foreach(lc, server->options)
@@ -399,6 +496,14 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 			result->application_name = pstrdup(value);
 		else if (strcmp(def->defname, "packet_size") == 0)
 			result->packet_size = pg_strtoint32(value);
+		else if (strcmp(def->defname, "trust_server_certificate") == 0)
+			(void) parse_bool(value, &result->trust_server_certificate);
+		else if (strcmp(def->defname, "ca_file") == 0)
+			result->ca_file = pstrdup(value);
+		else if (strcmp(def->defname, "crl_file") == 0)
+			result->crl_file = pstrdup(value);
+		else if (strcmp(def->defname, "check_host_name") == 0)
+			(void) parse_bool(value, &result->check_host_name);
 	}
 
 	if (result->host == NULL)

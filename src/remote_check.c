@@ -129,6 +129,20 @@ check_connect(CheckOutput *out, TdsSession *session)
 		 psprintf("logged in; %s", got_row && version ? version : "server did not report @@VERSION"));
 }
 
+/*
+ * How the connection is protected: ok only for TLS with a validated
+ * certificate, so a connection that anyone in between can read or
+ * impersonate is never reported as all well (doc/connecting.md).
+ */
+static void
+check_encryption(CheckOutput *out, TdsSession *session)
+{
+	TdsSessionSecurity sec = tds_session_security(session);
+
+	emit(out, "encryption", sec.encrypted && sec.certificate_validated,
+		 tds_session_security_text(session));
+}
+
 static void
 check_database(CheckOutput *out, TdsSession *session, const MssqlServerOptions *opts)
 {
@@ -287,6 +301,7 @@ mssql_cdc_check_server(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		check_connect(&out, session);
+		check_encryption(&out, session);
 		check_database(&out, session, opts);
 		check_cdc_and_snapshot(&out, session);
 		check_max_lsn(&out, session);

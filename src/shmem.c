@@ -60,6 +60,10 @@ typedef struct MssqlCdcSlot
 	bool		has_lag;
 	MssqlLsn	lag_base_lsn;
 	int64		lag_transactions;
+	/* the open connection to SQL Server, if any (cdc_slot_report_connection) */
+	bool		connected;
+	bool		connection_encrypted;
+	bool		certificate_validated;
 } MssqlCdcSlot;
 
 typedef struct MssqlCdcControl
@@ -330,6 +334,9 @@ cdc_slot_copy(int index, MssqlCdcSlotState *out)
 	out->has_lag = slot->has_lag;
 	out->lag_base_lsn = slot->lag_base_lsn;
 	out->lag_transactions = slot->lag_transactions;
+	out->connected = slot->connected;
+	out->connection_encrypted = slot->connection_encrypted;
+	out->certificate_validated = slot->certificate_validated;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -364,6 +371,7 @@ cdc_slot_reset_progress(MssqlCdcSlot *slot, MssqlCdcPhase phase)
 	slot->last_poll_at = 0;
 	slot->has_lag = false;
 	slot->lag_transactions = 0;
+	slot->connected = false;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -546,6 +554,7 @@ cdc_slot_detach(int code, Datum arg)
 		}
 		SpinLockAcquire(&slot->mutex);
 		slot->phase = phase;
+		slot->connected = false;	/* the process held the connection */
 		SpinLockRelease(&slot->mutex);
 	}
 	LWLockRelease(CdcControl->lock);
@@ -631,6 +640,18 @@ cdc_slot_report_lag(const MssqlLsn *base_lsn, int64 transactions)
 	slot->has_lag = true;
 	slot->lag_base_lsn = *base_lsn;
 	slot->lag_transactions = transactions;
+	SpinLockRelease(&slot->mutex);
+}
+
+void
+cdc_slot_report_connection(bool connected, bool encrypted, bool certificate_validated)
+{
+	MssqlCdcSlot *slot = cdc_my_slot();
+
+	SpinLockAcquire(&slot->mutex);
+	slot->connected = connected;
+	slot->connection_encrypted = connected && encrypted;
+	slot->certificate_validated = connected && certificate_validated;
 	SpinLockRelease(&slot->mutex);
 }
 

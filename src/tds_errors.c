@@ -20,6 +20,7 @@
 #include "miscadmin.h"
 
 #include "tds_session_internal.h"
+#include "tds_tls.h"
 
 /* ---- db-lib callbacks: record, never raise ------------------------------ */
 
@@ -35,16 +36,11 @@ session_of(DBPROCESS *dbproc)
 	return session;
 }
 
-/*
- * Neither refused, nor timed out, nor a SQL Server message, with encryption
- * 'require': that is how db-lib reports a server that does not offer TLS or
- * a TLS handshake that failed.
- */
+/* A login that failed on TLS, as tds_tls.c found out (which way: tls_failure) */
 bool
 tds_error_is_tls_failure(const TdsRemoteError *err)
 {
-	return err->kind == TDS_ERROR_CONNECT && err->msgno == 0 &&
-		err->encryption_required && err->dberr == SYBEFCON;
+	return err->kind == TDS_ERROR_CONNECT && err->tls_failure != TDS_TLS_NONE;
 }
 
 /*
@@ -262,6 +258,8 @@ remote_errcode(const TdsRemoteError *err)
 static void
 append_detail(StringInfo detail, const TdsRemoteError *err)
 {
+	if (err->tls_failure != TDS_TLS_NONE && err->tls_detail[0] != '\0')
+		appendStringInfoString(detail, err->tls_detail);
 	if (err->msgno != 0)
 	{
 		appendStringInfo(detail, "Msg %d, Level %d, State %d, ",
@@ -270,7 +268,8 @@ append_detail(StringInfo detail, const TdsRemoteError *err)
 			appendStringInfo(detail, "Procedure %s, ", err->procname);
 		appendStringInfo(detail, "Line %d: %s", err->msgline, err->msgtext);
 	}
-	if (err->dberr != 0 && !(err->dberr == SYBESMSG && err->msgno != 0))
+	if (err->dberr != 0 && !(err->dberr == SYBESMSG && err->msgno != 0) &&
+		err->tls_failure != TDS_TLS_FILE)
 	{
 		if (detail->len > 0)
 			appendStringInfoChar(detail, '\n');
@@ -319,17 +318,10 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 						"proxy or another service).",
 						server_name);
 	else if (tds_error_is_tls_failure(err))
-	{
-		hint = psprintf("Server \"%s\" has the encryption option 'require', so the login fails when SQL Server "
-						"does not offer TLS or the TLS handshake fails (certificate, \"ca file\" in freetds.conf, "
-						"TLS versions).  Enable TLS on SQL Server, or set encryption to 'request' or 'off' "
-						"(ALTER SERVER ... OPTIONS (SET encryption ...)) if an unencrypted connection is acceptable.",
-						server_name);
-	}
+		hint = tds_tls_failure_hint(err->tls_failure, server_name);
 	else if (err->kind == TDS_ERROR_CONNECT && err->msgno == 0)
 		hint = psprintf("The TCP connection was made but the login did not complete.  Check that the port "
-						"belongs to SQL Server, the login_timeout option, and the encryption option of server "
-						"\"%s\" ('require' if the server forces TLS, 'off' if it does not support it).",
+						"belongs to SQL Server and the login_timeout option of server \"%s\".",
 						server_name);
 	else if (err->kind == TDS_ERROR_TIMEOUT)
 		hint = psprintf("The connection was closed and is reopened on the next attempt; raise the query_timeout "
@@ -344,6 +336,9 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 			if (err->malformed)
 				message = psprintf("could not connect to SQL Server for server \"%s\": the server sent a malformed login response",
 								   server_name);
+			else if (tds_error_is_tls_failure(err))
+				message = psprintf("could not connect to SQL Server for server \"%s\": %s",
+								   server_name, tds_tls_failure_summary(err->tls_failure));
 			else
 				message = psprintf("could not connect to SQL Server for server \"%s\"", server_name);
 			break;

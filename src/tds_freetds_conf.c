@@ -2,7 +2,7 @@
  *
  * tds_freetds_conf.c
  *		The private freetds.conf a login needs for settings db-lib's
- *		LOGINREC cannot carry (the encryption level).
+ *		LOGINREC cannot carry (encryption level and certificate checks).
  *
  * IDENTIFICATION
  *		src/tds_freetds_conf.c
@@ -20,18 +20,24 @@
 
 /*
  * FreeTDS 1.3 db-lib cannot set the encryption level on a LOGINREC
- * (dbsetlbool(DBSETENCRYPT) is unimplemented); it only comes from
- * freetds.conf.  For 'off' and 'require' we therefore write a private
- * configuration file: a copy of the file FreeTDS would read anyway (so the
- * administrator's [global] settings such as "ca file" still apply) plus
- * one section for this server, and point FREETDSCONF at it for the
- * duration of dbopen.  The section is named "host:port", the name dbopen
- * is given, so db-lib's messages still show where we connected (FreeTDS
- * looks up a section by that name before it parses host and port out of
- * it).  'request' is FreeTDS's own default and needs no file.  The file
- * lives under base/pgsql_tmp, whose temporary files the postmaster removes
- * at startup, and is deleted right after dbopen.  It holds no password:
+ * (dbsetlbool(DBSETENCRYPT) is unimplemented), nor the CA file, the CRL
+ * or the host name check; they only come from freetds.conf.  Every login
+ * therefore writes a private configuration file: a copy of the file
+ * FreeTDS would read anyway (so the administrator's other [global]
+ * settings still apply) plus one section for this server, whose values
+ * override [global], and FREETDSCONF names it for the duration of dbopen.
+ * The section is named "host:port", the name dbopen is given, so db-lib's
+ * messages still show where we connected (FreeTDS looks up a section by
+ * that name before it parses host and port out of it).  The file lives
+ * under base/pgsql_tmp, whose temporary files the postmaster removes at
+ * startup, and is deleted right after dbopen.  It holds no password:
  * credentials travel in the LOGINREC only.
+ *
+ * FreeTDS validates the server's certificate only when "ca file" is set
+ * (src/tds/tls.c), so validation writes it always ("system" is FreeTDS's
+ * word for the operating system's trust store), and trust_server_certificate
+ * writes it empty: an administrator's [global] "ca file" must not turn a
+ * choice made per server into something else.
  */
 
 static char *
@@ -58,8 +64,23 @@ base_freetds_conf(void)
 	return NULL;
 }
 
+static bool
+write_section(FILE *out, const MssqlServerOptions *opts, MssqlEncryption level, const char *section)
+{
+	bool		validate = !opts->trust_server_certificate;
+
+	return fprintf(out, "\n[%s]\n\thost = %s\n\tport = %d\n\ttds version = %s\n\tencryption = %s\n"
+				   "\tca file = %s\n\tcrl file = %s\n\tcheck certificate hostname = %s\n",
+				   section, opts->host, opts->port,
+				   opts->tds_version ? opts->tds_version : "7.4",
+				   level == MSSQL_ENCRYPTION_OFF ? "off" : "require",
+				   validate && opts->ca_file ? opts->ca_file : "",
+				   validate && opts->crl_file ? opts->crl_file : "",
+				   validate && opts->check_host_name ? "yes" : "no") >= 0;
+}
+
 char *
-tds_write_encryption_conf(const MssqlServerOptions *opts, const char *section)
+tds_write_freetds_conf(const MssqlServerOptions *opts, MssqlEncryption level, const char *section)
 {
 	char	   *base = base_freetds_conf();
 	char	   *path;
@@ -88,10 +109,7 @@ tds_write_encryption_conf(const MssqlServerOptions *opts, const char *section)
 			FreeFile(in);
 		}
 	}
-	if (fprintf(out, "\n[%s]\n\thost = %s\n\tport = %d\n\ttds version = %s\n\tencryption = %s\n",
-				section, opts->host, opts->port,
-				opts->tds_version ? opts->tds_version : "7.4",
-				opts->encryption == MSSQL_ENCRYPTION_OFF ? "off" : "require") < 0)
+	if (!write_section(out, opts, level, section))
 		ok = false;
 	if (FreeFile(out) != 0 || !ok)
 	{

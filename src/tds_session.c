@@ -49,6 +49,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/memutils.h"
@@ -192,26 +194,38 @@ configure_session(TdsSession *session)
 	return step == TDS_STEP_DONE;
 }
 
-TdsSession *
-tds_session_try_open(const MssqlServerOptions *opts, TdsRemoteError *err_out)
+static void
+restore_freetds_conf(const char *conf_path, const char *saved_conf)
 {
-	TdsSession *volatile session;
+	if (conf_path == NULL)
+		return;
+	if (saved_conf != NULL)
+		setenv("FREETDSCONF", saved_conf, 1);
+	else
+		unsetenv("FREETDSCONF");
+	unlink(conf_path);
+}
+
+/*
+ * One dbopen with the given encryption level ('off' or 'require': what
+ * FreeTDS is told; tds_tls.c decides which and what a failure means).  The
+ * settings a LOGINREC cannot carry go into a private freetds.conf
+ * (tds_freetds_conf.c) that FREETDSCONF names while dbopen runs.  NULL when
+ * the login failed, with the callbacks' record in session->err.
+ */
+DBPROCESS *
+tds_dbopen(const MssqlServerOptions *opts, MssqlEncryption level, TdsSession *session)
+{
 	LOGINREC   *volatile login = NULL;
 	char	   *volatile conf_path = NULL;
 	char	   *volatile saved_conf = NULL;
 	DBPROCESS  *dbproc = NULL;
-	char	   *target;
-	volatile bool configured = false;
-
-	tds_session_init();
-
-	session = MemoryContextAllocZero(TopMemoryContext, sizeof(TdsSession));
-	session->server_name = MemoryContextStrdup(TopMemoryContext,
-											   opts->server_name ? opts->server_name : "?");
-	session->dead = true;
 
 	PG_TRY();
 	{
+		const char *prev = getenv("FREETDSCONF");
+		char	   *target;
+
 		login = dblogin();
 		if (login == NULL)
 			ereport(ERROR,
@@ -232,27 +246,18 @@ tds_session_try_open(const MssqlServerOptions *opts, TdsRemoteError *err_out)
 		/* 0 would mean "wait forever" in db-lib; the options layer gives a default */
 		dbsetlogintime(opts->login_timeout > 0 ? opts->login_timeout : MSSQL_CDC_DEFAULT_LOGIN_TIMEOUT);
 
-		if (opts->encryption != MSSQL_ENCRYPTION_REQUEST)
-		{
-			const char *prev = getenv("FREETDSCONF");
-
-			if (!tds_valid_conf_value(opts->host) || !tds_valid_conf_value(opts->tds_version))
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("host option of server \"%s\" contains characters not allowed in freetds.conf",
-								session->server_name)));
-			/* a section header cannot hold an IPv6 literal's brackets */
-			target = strchr(opts->host, ':') != NULL ? pstrdup(TDS_CONF_SECTION) :
-				psprintf("%s:%d", opts->host, opts->port);
-			conf_path = tds_write_encryption_conf(opts, target);
-			if (prev != NULL)
-				saved_conf = pstrdup(prev);
-			setenv("FREETDSCONF", conf_path, 1);
-		}
-		else if (strchr(opts->host, ':') != NULL)
-			target = psprintf("[%s]:%d", opts->host, opts->port);	/* IPv6 */
-		else
-			target = psprintf("%s:%d", opts->host, opts->port);
+		if (!tds_valid_conf_value(opts->host) || !tds_valid_conf_value(opts->tds_version))
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+					 errmsg("host option of server \"%s\" contains characters not allowed in freetds.conf",
+							session->server_name)));
+		/* a section header cannot hold an IPv6 literal's brackets */
+		target = strchr(opts->host, ':') != NULL ? pstrdup(TDS_CONF_SECTION) :
+			psprintf("%s:%d", opts->host, opts->port);
+		conf_path = tds_write_freetds_conf(opts, level, target);
+		if (prev != NULL)
+			saved_conf = pstrdup(prev);
+		setenv("FREETDSCONF", conf_path, 1);
 
 		tds_opening_session = session;
 		dbproc = dbopen(login, target);
@@ -261,38 +266,52 @@ tds_session_try_open(const MssqlServerOptions *opts, TdsRemoteError *err_out)
 	PG_CATCH();
 	{
 		tds_opening_session = NULL;
-		if (conf_path != NULL)
-		{
-			if (saved_conf != NULL)
-				setenv("FREETDSCONF", saved_conf, 1);
-			else
-				unsetenv("FREETDSCONF");
-			unlink(conf_path);
-		}
+		restore_freetds_conf(conf_path, saved_conf);
 		if (login != NULL)
 			dbloginfree(login);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	restore_freetds_conf(conf_path, saved_conf);
+	/* libtds zeroes its copy of the password when the login is freed */
+	dbloginfree(login);
+	return dbproc;
+}
+
+TdsSession *
+tds_session_try_open(const MssqlServerOptions *opts, TdsRemoteError *err_out)
+{
+	TdsSession *volatile session;
+	DBPROCESS  *dbproc = NULL;
+	volatile bool configured = false;
+
+	tds_session_init();
+
+	session = MemoryContextAllocZero(TopMemoryContext, sizeof(TdsSession));
+	session->server_name = MemoryContextStrdup(TopMemoryContext,
+											   opts->server_name ? opts->server_name : "?");
+	session->dead = true;
+
+	PG_TRY();
+	{
+		/* which logins, and what a failed one means: tds_tls.c */
+		dbproc = tds_tls_login(opts, session);
+	}
+	PG_CATCH();
+	{
 		pfree(session->server_name);
 		pfree(session);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
-	if (conf_path != NULL)
-	{
-		if (saved_conf != NULL)
-			setenv("FREETDSCONF", saved_conf, 1);
-		else
-			unsetenv("FREETDSCONF");
-		unlink(conf_path);
-	}
-	/* libtds zeroes its copy of the password when the login is freed */
-	dbloginfree(login);
-
 	if (dbproc == NULL)
 	{
 		session->err.kind = TDS_ERROR_CONNECT;
-		session->err.encryption_required = opts->encryption == MSSQL_ENCRYPTION_REQUIRE;
-		if (session->err.dberr == 0 && session->err.msgno == 0)
+		session->err.encryption_required = opts->encryption != MSSQL_ENCRYPTION_OFF;
+		if (session->err.dberr == 0 && session->err.msgno == 0 &&
+			session->err.tls_failure == TDS_TLS_NONE)
 			strlcpy(session->err.dbtext, "dbopen failed without an error message",
 					sizeof(session->err.dbtext));
 		if (err_out != NULL)
@@ -383,6 +402,12 @@ const char *
 tds_session_server_name(TdsSession *session)
 {
 	return session->server_name;
+}
+
+TdsSessionSecurity
+tds_session_security(TdsSession *session)
+{
+	return session->security;
 }
 
 /* ---- batches ------------------------------------------------------------ */

@@ -237,6 +237,23 @@ read_catalog(MssqlCdcServer **server_out)
 	return tables;
 }
 
+/*
+ * How the new session is protected, for mssql_cdc.status; a session
+ * without TLS is also said in the log (encryption 'off' or a 'request'
+ * that found no TLS, which has WARNED already).
+ */
+static void
+report_connection_security(void)
+{
+	TdsSessionSecurity sec = tds_session_security(worker_session);
+
+	cdc_slot_report_connection(true, sec.encrypted, sec.certificate_validated);
+	if (!sec.encrypted || !sec.certificate_validated)
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": connected to SQL Server, %s",
+						worker_server_name, tds_session_security_text(worker_session))));
+}
+
 static void
 ensure_connected(void)
 {
@@ -246,12 +263,14 @@ ensure_connected(void)
 		tds_session_close(worker_session);
 	worker_session = NULL;
 	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
+	cdc_slot_report_connection(false, false, false);
 	MemoryContextReset(worker_connection_context);
 	worker_forget_described();
 	worker_timeline_forget();
 	worker_session = tds_session_try_open(session_opts, &connect_error);
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
+	report_connection_security();
 	worker_utc_offset = cdc_query_utc_offset(worker_session);
 	warned_no_max_lsn = false;
 	worker_snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;

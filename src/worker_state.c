@@ -26,7 +26,7 @@
 #include "lsn.h"
 #include "shmem.h"
 
-#define WORKER_STATE_COLUMNS	10
+#define WORKER_STATE_COLUMNS	12
 
 PG_FUNCTION_INFO_V1(mssql_cdc_worker_state);
 PG_FUNCTION_INFO_V1(mssql_cdc_launcher_pid);
@@ -43,7 +43,8 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
  *		OUT phase text, OUT source_max_lsn mssql_cdc.lsn,
  *		OUT source_max_lsn_time timestamptz, OUT last_poll_at timestamptz,
  *		OUT consecutive_failures integer, OUT next_attempt_at timestamptz,
- *		OUT lag_base_lsn mssql_cdc.lsn, OUT lag_transactions bigint)
+ *		OUT lag_base_lsn mssql_cdc.lsn, OUT lag_transactions bigint,
+ *		OUT encrypted boolean, OUT certificate_validated boolean)
  *
  * The slots are copied under their locks first and turned into tuples
  * afterwards, so no lock is held while allocating.
@@ -101,6 +102,11 @@ mssql_cdc_worker_state(PG_FUNCTION_ARGS)
 		}
 		else
 			nulls[8] = nulls[9] = true;
+
+		/* how the worker's open session is protected; NULL without one */
+		values[10] = BoolGetDatum(slot->connection_encrypted);
+		values[11] = BoolGetDatum(slot->certificate_validated);
+		nulls[10] = nulls[11] = !slot->connected || slot->pid == 0;
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

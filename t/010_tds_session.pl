@@ -77,11 +77,12 @@ $node->safe_psql(
 CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb',
-           query_timeout '2', login_timeout '2');
+           query_timeout '2', login_timeout '2', encryption 'off');
 CREATE USER MAPPING FOR CURRENT_USER SERVER src
   OPTIONS (username 'sa', password 'Passw0rd!');
 CREATE SERVER badpw FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', login_timeout '2');
+  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', login_timeout '2',
+           encryption 'off');
 CREATE USER MAPPING FOR CURRENT_USER SERVER badpw
   OPTIONS (username 'sa', password '$bad_password');
 CREATE SERVER nolistener FOREIGN DATA WRAPPER mssql_cdc
@@ -103,7 +104,7 @@ CREATE USER MAPPING FOR CURRENT_USER SERVER tls_only
   OPTIONS (username 'sa', password 'Passw0rd!');
 CREATE SERVER slow FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb',
-           query_timeout '60', login_timeout '5');
+           query_timeout '60', login_timeout '5', encryption 'off');
 CREATE USER MAPPING FOR CURRENT_USER SERVER slow
   OPTIONS (username 'sa', password 'Passw0rd!');
 });
@@ -125,13 +126,15 @@ note "check_server('src'):\n$rows";
 my @names = map { (split /\|/)[0] } split /\n/, $rows;
 is_deeply(
 	\@names,
-	[qw(connect database cdc_enabled snapshot_isolation max_lsn capture_instances
+	[qw(connect encryption database cdc_enabled snapshot_isolation max_lsn capture_instances
 		lsn_time_mapping captured_columns index_columns scan_sessions read_path)],
-	'check_server reports the six prerequisites, then the objects the worker reads, in order');
+	'check_server reports connect, encryption, the five prerequisites, then the objects the worker reads, in order');
 like($rows, qr/^lsn_time_mapping\|f\|Msg 208: Invalid object name 'cdc\.lsn_time_mapping'\.; cdc\.lsn_time_mapping exists once a sysadmin runs EXEC sys\.sp_cdc_enable_db$/m,
 	'lsn_time_mapping: missing before sp_cdc_enable_db, and why');
 like($rows, qr/^read_path\|f\|no capture instance to read/m, 'read_path: nothing to read yet');
 like($rows, qr/^connect\|t\|logged in; \S/m, 'connect: login works, server version shown');
+like($rows, qr/^encryption\|f\|not encrypted \(encryption 'off'\)/m,
+	"encryption: this stand-in has no TLS, the server says encryption 'off', and the row says so");
 like($rows, qr/^database\|t\|current database is "cdcdb"/m, 'database: cdcdb');
 like($rows, qr/^cdc_enabled\|f\|change data capture is not enabled/m,
 	'cdc_enabled: false before sp_cdc_enable_db');
@@ -162,7 +165,7 @@ note "check_server('src') on a CDC source:\n$rows";
 is( $node->safe_psql(
 		'postgres',
 		"SELECT string_agg(check_name, ',') FROM mssql_cdc.check_server('src') WHERE NOT ok"),
-	'', 'all checks pass on a CDC source');
+	'encryption', 'all checks but encryption (plain text here) pass on a CDC source');
 like($rows, qr/^cdc_enabled\|t\|change data capture is enabled/m, 'cdc_enabled: bit read as true');
 like($rows, qr/^snapshot_isolation\|t\|ALLOW_SNAPSHOT_ISOLATION is ON/m,
 	'snapshot_isolation: tinyint 1 read');
@@ -216,18 +219,21 @@ close $silent;
 
 # ---------------------------------------------------------------------------
 # 3b. Encryption: 'off' logs in without TLS; 'require' against a server
-# without TLS (the stand-in never offers it) fails with the encryption hint.
+# without TLS (this stand-in has no certificate) fails, saying so
+# (t/065_tls.pl has the rest of TLS).
 # Both go through the private freetds.conf, which must not outlive the login.
 # ---------------------------------------------------------------------------
 $rows = $node->safe_psql('postgres', sprintf($check, 'plain_tds'));
 like($rows, qr/^connect\|t\|/m, "encryption 'off': login works");
 ($ret, $stdout, $stderr) = $node->psql('postgres', sprintf($check, 'tls_only'));
 isnt($ret, 0, "encryption 'require' without server TLS: check_server fails");
-like($stderr, qr/could not connect to SQL Server for server "tls_only"/,
-	"encryption 'require': connect error names the server");
-like($stderr, qr/HINT:.*Server "tls_only" has the encryption option 'require'.*does not offer TLS/s,
+like($stderr, qr/could not connect to SQL Server for server "tls_only": the server does not offer TLS encryption/,
+	"encryption 'require': connect error names the server and the reason");
+like($stderr, qr/DETAIL:.*SQL Server answered PRELOGIN with ENCRYPT_NOT_SUP \(0x02\)/s,
+	"encryption 'require': detail has what SQL Server answered");
+like($stderr, qr/HINT:.*Server "tls_only" requires TLS \(encryption 'require', the default\), but SQL Server does not offer TLS/s,
 	"encryption 'require': hint names the encryption option and says TLS was not offered");
-like($stderr, qr/HINT:.*set encryption to 'request' or 'off'/s,
+like($stderr, qr/HINT:.*ALTER SERVER tls_only OPTIONS \(ADD encryption 'off'\)/s,
 	"encryption 'require': hint says how to allow an unencrypted connection");
 unlike($stderr, qr/Check that the port belongs to SQL Server/,
 	"encryption 'require': not the generic login hint");

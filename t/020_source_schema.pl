@@ -47,7 +47,7 @@ $node->safe_psql(
 	'postgres', qq{
 CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', query_timeout '30');
+  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', query_timeout '30', encryption 'off');
 CREATE USER MAPPING FOR CURRENT_USER SERVER src
   OPTIONS (username 'sa', password 'Passw0rd!');
 });
@@ -262,7 +262,7 @@ tsql(
 $node->safe_psql(
 	'postgres', qq{
 CREATE SERVER src_reader FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', query_timeout '30');
+  OPTIONS (host '127.0.0.1', port '$tds_port', database 'cdcdb', query_timeout '30', encryption 'off');
 CREATE USER MAPPING FOR CURRENT_USER SERVER src_reader
   OPTIONS (username 'reader', password 'R3ader!pass');
 });

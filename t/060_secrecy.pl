@@ -1,9 +1,12 @@
 # Secrecy: the SQL Server password of a user mapping never shows up where
 # other people look.  The whole lifecycle (check_server, describe_source,
 # add_table, streaming, a failed login with a wrong password, pause/resume,
-# remove_table) runs with log_min_messages = debug5, and then the server
-# log, mssql_cdc.status, mssql_cdc.errors, pg_stat_activity and the
-# catalog views readable by ordinary roles are searched for the passwords.
+# remove_table) runs over TLS with the certificate validated (a stand-in
+# with a test CA's certificate), with log_min_messages = debug5, and
+# includes a login refused on the certificate (the failure that makes
+# mssql_cdc check the server a second time); then the server log,
+# mssql_cdc.status, mssql_cdc.errors, pg_stat_activity and the catalog
+# views readable by ordinary roles are searched for the passwords.
 use strict;
 use warnings;
 
@@ -18,7 +21,7 @@ use Test::More;
 my $password = 'Tr0mb0ne-S3cret!';
 my $wrong_password = 'Kaz00-Wr0ng!';
 
-my $si = StandIn->start(capture_interval => 0.2);
+my $si = StandIn->start(capture_interval => 0.2, tls => 'off');
 $si->tsql_ok(
 	qq{CREATE LOGIN cdc_reader WITH PASSWORD = '$password'},
 	q{CREATE USER cdc_reader FOR LOGIN cdc_reader},
@@ -32,13 +35,13 @@ $node->init;
 $si->setup_node($node, conf => "log_min_messages = debug5\nlog_statement = 'all'");
 $node->start;
 
-my ($host, $port, $db) = ($si->host, $si->port, $si->database);
+my ($host, $port, $db, $tls) = ($si->host, $si->port, $si->database, $si->tls_options);
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '$host', port '$port', database '$db', query_timeout '10', login_timeout '5');
+  OPTIONS (host '$host', port '$port', database '$db', query_timeout '10', login_timeout '5'$tls);
 CREATE SERVER wrong FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '$host', port '$port', database '$db', query_timeout '10', login_timeout '5');
+  OPTIONS (host '$host', port '$port', database '$db', query_timeout '10', login_timeout '5'$tls);
 CREATE ROLE observer LOGIN;
 GRANT pg_monitor TO observer;
 });
@@ -58,6 +61,7 @@ my $log_start = -s $node->logfile;
 my $checks = $node->safe_psql('postgres',
 	q{SELECT string_agg(check_name || '=' || ok, ',' ORDER BY check_name) FROM mssql_cdc.check_server('src')});
 like($checks, qr/connect=true/, 'check_server logs in with the mapping');
+like($checks, qr/encryption=true/, 'over TLS with a validated certificate');
 $node->safe_psql('postgres', q{SELECT * FROM mssql_cdc.describe_source('src', 'dbo.accounts')});
 
 my ($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM mssql_cdc.check_server('wrong')});
@@ -71,6 +75,19 @@ $si->tsql_ok(q{INSERT INTO dbo.accounts VALUES (1, N'ada'), (2, N'grace')},
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 4 FROM src_dbo_accounts}),
 	'changes stream with the mapping\'s credentials');
+is($node->safe_psql('postgres', q{SELECT encrypted AND certificate_validated FROM mssql_cdc.status}),
+	't', 'the worker\'s connection is encrypted and validated');
+
+# a login refused on the certificate: FreeTDS gives up, mssql_cdc checks
+# the server once more (without logging in) to say why
+unless ($si->is_real)
+{
+	$si->use_certificate('untrusted');
+	($ret, $out, $err) = $node->psql('postgres', q{SELECT * FROM mssql_cdc.check_server('src')});
+	like($err, qr/the server's TLS certificate is not trusted/, 'an untrusted certificate is refused');
+	unlike($err, qr/\Q$password\E/, 'and the error does not show the password');
+	$si->use_certificate('server');
+}
 
 # the worker also fails once with a wrong password: point the server at the
 # wrong mapping's credentials by swapping the mapping (logging off again)

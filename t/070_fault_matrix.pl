@@ -48,10 +48,11 @@ $node->start;
 
 my $port = $si->port;
 my $db = $si->database;
+my $tls = $si->tls_options;
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '127.0.0.1', port '$port', database '$db', query_timeout '2', login_timeout '3');
+  OPTIONS (host '127.0.0.1', port '$port', database '$db', query_timeout '2', login_timeout '3'$tls);
 CREATE ROLE loader;
 GRANT USAGE ON FOREIGN SERVER src TO loader;
 CREATE USER MAPPING FOR loader SERVER src

@@ -1,6 +1,7 @@
 # bench/run --smoke: every contender of the benchmark (stand-in raw serve,
 # freebcp→COPY, tds_fdw, mssql_cdc snapshot and streaming, the latency
-# poller) runs on tiny tables and copies the same rows.  Not a timed test:
+# poller, mssql_cdc in plain text and over TLS) runs on tiny tables and
+# copies the same rows.  Not a timed test:
 # it checks row counts and that each figure is a number, so the benchmark
 # cannot rot between the runs that produce bench/results.
 use strict;
@@ -71,6 +72,19 @@ for my $label (@streams)
 		"streaming $label: every contender ran");
 	check_contenders("streaming $label", $res, $changes);
 	like($res->{'mssql_cdc streaming'}{cpu_s}, $number, "streaming $label: worker CPU sampled");
+}
+
+# the cost of TLS: snapshot and streaming, in plain text and over TLS
+my $tls = $report->{tls} // {};
+is(scalar(keys %$tls), 4, 'TLS phase: snapshot and streaming, each plain and over TLS');
+for my $name (sort keys %$tls)
+{
+	my $expected = $name =~ /^snapshot/ ? $rows
+	  : $rows - $rows % $report->{config}{small_txn_rows};
+	is($tls->{$name}{rows}, $expected, "TLS phase, $name: all $expected rows");
+	cmp_ok($tls->{$name}{seconds}, '>', 0, "TLS phase, $name: a positive time");
+	is($tls->{$name}{encrypted}, $name =~ /plain text/ ? 'f' : 't',
+		"TLS phase, $name: status shows the connection " . ($name =~ /plain text/ ? 'unencrypted' : 'encrypted'));
 }
 
 my $lat = $report->{latency};

@@ -98,30 +98,33 @@ def tds_fdw_insert(pg, foreign_table, target, timeout=3600):
     return {"rows": int(pg.psql("SELECT count(*) FROM %s" % target)), "seconds": seconds}
 
 
-def worker_pid(pg, timeout=60):
+def worker_pid(pg, timeout=60, server=None):
+    """The worker's pid: any worker, or the one of foreign server `server`
+    (its application_name is "mssql_cdc worker <server>")."""
     deadline = time.time() + timeout
+    only = "" if server is None else " AND application_name = 'mssql_cdc worker %s'" % server
     while time.time() < deadline:
-        pid = pg.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker' LIMIT 1")
+        pid = pg.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'%s LIMIT 1" % only)
         if pid.isdigit():
             return int(pid)
         time.sleep(0.1)
     raise RuntimeError("no mssql_cdc worker is running (see %s)" % pg.logfile)
 
 
-def status(pg, source_table):
+def status(pg, source_table, server="src"):
     row = pg.psql("SELECT state, rows_applied, snapshot_rows, coalesce(last_error, '') FROM mssql_cdc.status "
-                  "WHERE source_table = 'dbo.%s'" % source_table)
+                  "WHERE source_table = 'dbo.%s' AND server = '%s'" % (source_table, server))
     state, applied, snap, err = row.split("|", 3)
     return state, int(applied), int(snap), err
 
 
-def wait_until(pg, source_table, done, timeout, poll=0.05):
+def wait_until(pg, source_table, done, timeout, poll=0.05, server="src"):
     """Poll mssql_cdc.status until done(state, rows_applied, snapshot_rows);
     an 'error' state that persists is a failure, not a slow run."""
     deadline = time.time() + timeout
     errors_since = None
     while True:
-        st = status(pg, source_table)
+        st = status(pg, source_table, server)
         if done(*st[:3]):
             return st
         if st[0] == "error":
@@ -135,19 +138,20 @@ def wait_until(pg, source_table, done, timeout, poll=0.05):
         time.sleep(poll)
 
 
-def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200):
+def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200, server="src"):
     """mssql_cdc's initial snapshot: add_table, then the time until the
     table streams (every chunk committed and the handoff done)."""
     t0 = time.time()
-    pg.psql("SELECT mssql_cdc.add_table('src', 'dbo.%s', snapshot_mode => 'initial')" % source_table)
-    pid = worker_pid(pg)
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'initial')" % (server, source_table))
+    pid = worker_pid(pg, server=server)
     from .procstat import Sampler
     sampler = Sampler(pid)
     source = Sampler(standin_pid)
-    wait_until(pg, source_table, lambda state, applied, snap: state == "streaming", timeout)
+    wait_until(pg, source_table, lambda state, applied, snap: state == "streaming", timeout, server=server)
     seconds = time.time() - t0
     usage = sampler.stop()
     usage["standin_cpu_s"] = source.stop()["cpu_s"]
-    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s'" % source_table)
+    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
+                      % (source_table, server))
     copied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'snapshot'" % staging))
     return dict({"rows": copied, "seconds": seconds, "staging": staging}, **usage)

@@ -62,6 +62,13 @@ def fdw_query(table):
 # (1) snapshot
 # ---------------------------------------------------------------------------
 
+def keyset_chunks(table, rows, chunk_rows):
+    """The queries of mssql_cdc's snapshot of a table (src/snapshot.c)."""
+    return ["SELECT TOP (%d) %s, id FROM dbo.%s%s ORDER BY id" % (
+        chunk_rows, TB.column_list(table), table[0], "" if k == 0 else " WHERE (id > %d)" % k)
+        for k in range(0, rows + 1, chunk_rows)]
+
+
 def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
     name = table[0]
     select = "SELECT %s FROM dbo.%s" % (TB.column_list(table), name)
@@ -72,10 +79,7 @@ def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
     results["stand-in raw serve (cold)"] = raw.run(si, select)
     results["stand-in raw serve"] = raw.run(si, select)
     # the keyset-paged chunk shape mssql_cdc sends, chunk by chunk
-    chunks = ["SELECT TOP (%d) %s, id FROM dbo.%s%s ORDER BY id" % (
-        chunk_rows, TB.column_list(table), name, "" if k == 0 else " WHERE (id > %d)" % k)
-        for k in range(0, rows + 1, chunk_rows)]
-    results["stand-in keyset chunks"] = raw.run(si, chunks)
+    results["stand-in keyset chunks"] = raw.run(si, keyset_chunks(table, rows, chunk_rows))
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, select, "pipe_%s" % name, workdir)
     results["tds_fdw INSERT…SELECT"] = C.tds_fdw_insert(pg, "ft_%s" % name, "fdw_%s" % name)
     results["mssql_cdc snapshot"] = C.mssql_cdc_snapshot(pg, name, rows, si.pid)
@@ -92,9 +96,9 @@ def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
 CHANGE_COLUMNS = "__$start_lsn, __$seqval, __$operation, __$update_mask"
 
 
-def add_streaming_table(pg, name):
-    pg.psql("SELECT mssql_cdc.add_table('src', 'dbo.%s', snapshot_mode => 'never')" % name)
-    C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120)
+def add_streaming_table(pg, name, server="src"):
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never')" % (server, name))
+    C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120, server=server)
 
 
 def generate_backlog(si, name, rows, txn_rows):
@@ -111,7 +115,7 @@ END""" % (rows // txn_rows, name, TB.column_list(TB.NARROW), TB.column_list(TB.N
             timeout=7200)
 
 
-def streaming(si, pg, raw, name, rows, txn_rows, workdir):
+def catch_up(si, pg, name, rows, txn_rows, server="src"):
     """Capture frozen, a backlog of `rows` changes is written; the capture
     job then publishes it at once (timed separately: that is the stand-in's
     work), and mssql_cdc is timed from there until it applied every row."""
@@ -119,21 +123,29 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
     t0 = time.time()
     generate_backlog(si, name, rows, txn_rows)
     gen_s = time.time() - t0
-    pid = C.worker_pid(pg)
-    base = C.status(pg, name)[1]
+    pid = C.worker_pid(pg, server=server)
+    base = C.status(pg, name, server)[1]
     t0 = time.time()
     si.ctl("capture_now")
     capture_s = time.time() - t0
     sampler = Sampler(pid)
     source = Sampler(si.pid)
     t0 = time.time()
-    C.wait_until(pg, name, lambda state, applied, snap: applied - base >= rows, 7200)
+    C.wait_until(pg, name, lambda state, applied, snap: applied - base >= rows, 7200, server=server)
     seconds = time.time() - t0
     usage = sampler.stop()
     usage["standin_cpu_s"] = source.stop()["cpu_s"]
     si.ctl("capture_resume")
-    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s'" % name)
+    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
+                      % (name, server))
     applied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'insert'" % staging))
+    return dict({"rows": applied, "seconds": seconds, "capture_s": capture_s, "generate_s": gen_s}, **usage)
+
+
+def streaming(si, pg, raw, name, rows, txn_rows, workdir):
+    """mssql_cdc's catch-up of a backlog, and the baselines on the same
+    change rows."""
+    caught_up = catch_up(si, pg, name, rows, txn_rows)
 
     changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
                "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
@@ -144,8 +156,7 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
     pg.psql("CREATE TABLE %s (start_lsn bytea, seqval bytea, operation int, update_mask bytea, id int, big bigint, "
             "name text, ts timestamp, amount numeric(18,4), PRIMARY KEY (start_lsn, seqval, operation))" % target)
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, changes, target, workdir)
-    results["mssql_cdc streaming"] = dict({"rows": applied, "seconds": seconds, "capture_s": capture_s,
-                                           "generate_s": gen_s}, **usage)
+    results["mssql_cdc streaming"] = caught_up
     wire = results["stand-in change query"]["wire_bytes"]
     for r in results.values():
         r["mb"] = wire / 1e6
@@ -153,7 +164,35 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
 
 
 # ---------------------------------------------------------------------------
-# (3) latency at a steady rate
+# (3) the cost of TLS
+# ---------------------------------------------------------------------------
+
+def tls_cost(si, pg, raw, rows, txn_rows, chunk_rows):
+    """mssql_cdc's snapshot of the narrow table and its catch-up of a
+    small-transaction backlog, each twice back to back: through a foreign
+    server with encryption 'off' and through one with TLS and the
+    certificate validated (the stand-in offers TLS with a test CA's
+    certificate; servers plain and tls, see prepare_postgres)."""
+    results = {}
+    # the stand-in keeps encoded rows per query shape: read the snapshot's
+    # chunks once, so that neither snapshot pays for encoding them (the two
+    # backlogs are both new rows)
+    raw.run(si, keyset_chunks(TB.NARROW, rows, chunk_rows))
+    for server, label in (("plain", "plain text"), ("tls", "TLS, certificate validated")):
+        r = C.mssql_cdc_snapshot(pg, TB.NARROW[0], rows, si.pid, server=server)
+        r["encrypted"] = pg.psql("SELECT encrypted FROM mssql_cdc.status WHERE server = '%s'" % server)
+        results["snapshot narrow, " + label] = r
+    for server, table, label in (("plain", TB.STREAM_PLAIN[0], "plain text"),
+                                 ("tls", TB.STREAM_TLS[0], "TLS, certificate validated")):
+        add_streaming_table(pg, table, server)
+        r = catch_up(si, pg, table, rows // txn_rows * txn_rows, txn_rows, server)
+        r["encrypted"] = pg.psql("SELECT encrypted FROM mssql_cdc.status WHERE server = '%s' LIMIT 1" % server)
+        results["streaming %d rows per transaction, %s" % (txn_rows, label)] = r
+    return results
+
+
+# ---------------------------------------------------------------------------
+# (4) latency at a steady rate
 # ---------------------------------------------------------------------------
 
 POLLER = r"""

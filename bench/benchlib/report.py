@@ -70,6 +70,24 @@ def targets(report, poll_ms):
     return out + [""]
 
 
+def tls_table(results):
+    """Each measurement over TLS against the plain-text one just before it."""
+    lines = ["### The cost of TLS (mssql_cdc, same run, back to back)", "",
+             "| measurement | rows | seconds | rows/s | × plain text | worker CPU s per 1M rows "
+             "| stand-in CPU s per 1M rows | encrypted |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    plain = None
+    for name, r in results.items():
+        if "plain text" in name:
+            plain = r
+        vs = "%.2f" % (rate(r) / rate(plain)) if plain is not None and rate(plain) and r is not plain else "–"
+        per_m = (lambda s: "%.2f" % (s / r["rows"] * 1e6) if s is not None and r["rows"] else "–")
+        lines.append("| %s | %d | %.2f | %s | %s | %s | %s | %s |" % (
+            name, r["rows"], r["seconds"], fmt_rate(r), vs, per_m(r.get("cpu_s")), per_m(r.get("standin_cpu_s")),
+            r.get("encrypted", "?")))
+    return lines + [""]
+
+
 def worker_results(report):
     out = []
     for res in report.get("snapshot", {}).values():
@@ -119,6 +137,9 @@ def render(report):
                   "| p50 | p99 | max | mean |", "|---:|---:|---:|---:|",
                   "| %.0f ms | %.0f ms | %.0f ms | %.0f ms |" % (lat["p50_ms"], lat["p99_ms"], lat["max_ms"],
                                                                lat["mean_ms"]), ""]
+    tls = report.get("tls")
+    if tls:
+        lines += tls_table(tls)
     lines += ["### Worker memory and CPU", "",
               "| phase | worker peak private RSS (RssAnon) MB | worker VmHWM MB | worker CPU s per 1M rows "
               "| worker CPU busy | stand-in CPU busy |", "|---|---:|---:|---:|---:|---:|"]
@@ -128,6 +149,8 @@ def render(report):
         lines.append(worker_line("streaming %s" % t, res["mssql_cdc streaming"]))
     if lat:
         lines.append(worker_line("latency", lat))
+    for name, r in (tls or {}).items():
+        lines.append(worker_line(name, r))
     return "\n".join(lines) + "\n"
 
 

@@ -44,9 +44,16 @@ class StandIn:
         self.workdir = workdir
         ready = os.path.join(workdir, "standin.ready")
         self.log = open(os.path.join(workdir, "standin.out"), "w")
+        # a certificate of a test CA, offered only in the TLS phase (offer_tls):
+        # until then every contender talks to a server without TLS, as before
+        certs = os.path.join(workdir, "certs")
+        run([os.path.join(STANDIN_DIR, "make-test-certs"), certs], 60)
+        self.ca_file = os.path.join(certs, "ca.pem")
         self.proc = subprocess.Popen(
             ["/usr/bin/python3", os.path.join(STANDIN_DIR, "run-standin"), "--port", "0",
              "--control-port", "0", "--capture-interval", str(capture_interval),
+             "--tls-cert", os.path.join(certs, "server.pem"), "--tls-key", os.path.join(certs, "server.key"),
+             "--tls-offer", "not-supported",
              "--ready-file", ready] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
@@ -76,6 +83,10 @@ class StandIn:
         if not reply.get("ok"):
             raise RuntimeError("stand-in control %s failed: %s" % (cmd, reply))
         return reply
+
+    def offer_tls(self, on):
+        """SQL Server with a certificate, encryption not forced (on), or none."""
+        self.ctl("tls", offer="off" if on else "not-supported")
 
     def max_lsn(self):
         return self.ctl("stats")["databases"][SOURCE_DB].get("max_lsn")

@@ -24,6 +24,11 @@ WIDE = ("wide", [
 STREAM_SMALL = ("stream_small", NARROW[1])
 STREAM_LARGE = ("stream_large", NARROW[1])
 
+# the TLS phase: the same small-transaction backlog, once in plain text and
+# once over TLS (one table per foreign server)
+STREAM_PLAIN = ("stream_plain", NARROW[1])
+STREAM_TLS = ("stream_tls", NARROW[1])
+
 # latency: the driver writes its own send time (UTC, 100 ns) into each row
 LATENCY = ("latency", [("id", "int NOT NULL PRIMARY KEY"), ("sent_at", "datetime2(7) NOT NULL")])
 

@@ -6,10 +6,17 @@
 #   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
 #   $si->ctl('drop_after_rows', 'rows=5');
 #
+# With tls => 'off' | 'on' | 'required' | 'not-supported' the stand-in gets
+# a server certificate of a private test CA (test/standin/make-test-certs;
+# $si->cert_file('ca') is the CA to trust) and that encryption setting;
+# $si->use_certificate('expired') and $si->tls_offer('on') change them for
+# the logins that follow.
+#
 # A real SQL Server instead of the stand-in: set
 #   MSSQL_CDC_TEST_SERVER='host=sql1;port=1433;user=sa;password=…;database=cdctest'
 # (a scratch database the tests may fill; the login needs sysadmin to enable
-# CDC).  Tests that use the stand-in's control port (fault injection, the
+# CDC), plus ca_file=…, trust_server_certificate=true, encryption=… or
+# check_host_name=false when its certificate needs them (tls_options).  Tests that use the stand-in's control port (fault injection, the
 # capture job's controls) are skipped there: their whole point is a fault a
 # real server cannot be told to produce.
 package StandIn;
@@ -20,6 +27,7 @@ use warnings;
 use Cwd qw(abs_path);
 use File::Basename qw(dirname);
 use IPC::Run;
+use PostgreSQL::Test::Utils ();
 use Test::More;
 use Time::HiRes ();
 
@@ -66,10 +74,19 @@ sub start
 	my $self = bless { out => '', err => '', host => '127.0.0.1', user => 'sa',
 		password => 'Passw0rd!', database => 'cdcdb' }, $class;
 	my $interval = $opts{capture_interval} // 0.2;
+	my @tls;
+	if (defined $opts{tls})
+	{
+		$self->{certs} = PostgreSQL::Test::Utils::tempdir('certs');
+		system("$root/test/standin/make-test-certs", $self->{certs}) == 0
+		  or die 'make-test-certs failed';
+		@tls = ('--tls-cert', "$self->{certs}/server.pem", '--tls-key',
+			"$self->{certs}/server.key", '--tls-offer', $opts{tls});
+	}
 	my $timer = IPC::Run::timer(60);
 	$self->{proc} = IPC::Run::start(
 		[ $python, "$root/test/standin/run-standin", '--port', '0',
-		  '--control-port', '0', '--capture-interval', $interval,
+		  '--control-port', '0', '--capture-interval', $interval, @tls,
 		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
 	$timer->start;
@@ -92,6 +109,48 @@ sub user { return $_[0]->{user} }
 sub password { return $_[0]->{password} }
 sub database { return $_[0]->{database} }
 sub is_real { return $_[0]->{real} }
+
+# The TLS options of a foreign server for this SQL Server, as a fragment
+# of an OPTIONS list (empty or starting with ", "): the stand-in without a
+# certificate cannot encrypt, so it is asked for plain text explicitly;
+# with one (start tls => ...) its certificate is validated against the
+# test CA; a real server takes what MSSQL_CDC_TEST_SERVER says.
+sub tls_options
+{
+	my ($self) = @_;
+	if ($self->{real})
+	{
+		return join('', map { defined $self->{$_} ? ", $_ '$self->{$_}'" : '' }
+			  qw(encryption ca_file crl_file trust_server_certificate check_host_name));
+	}
+	return ", ca_file '" . $self->cert_file('ca') . "'" if $self->{certs};
+	return ", encryption 'off'";
+}
+
+# A file of make-test-certs (start with tls => ...): cert_file('ca') is the
+# test CA, cert_file('expired', 'key') the key of the expired certificate.
+sub cert_file
+{
+	my ($self, $name, $ext) = @_;
+	die 'the stand-in was started without tls' unless $self->{certs};
+	return "$self->{certs}/$name." . ($ext // 'pem');
+}
+
+# Serve another certificate of make-test-certs to the logins that follow.
+sub use_certificate
+{
+	my ($self, $name) = @_;
+	$self->ctl('tls', 'cert=' . $self->cert_file($name), 'key=' . $self->cert_file($name, 'key'));
+	return;
+}
+
+# What PRELOGIN offers from now on: off, on, required, not-supported.
+sub tls_offer
+{
+	my ($self, $offer) = @_;
+	$self->ctl('tls', "offer=$offer");
+	return;
+}
 
 # Run T-SQL batches (one "go" each); returns tsql's output.
 sub tsql
@@ -183,11 +242,12 @@ sub create_source
 	my ($self, $node, $server, %opts) = @_;
 	my $qt = $opts{query_timeout} // 10;
 	my $db = $opts{database} // $self->{database};
+	my $tls = $self->tls_options;
 	$node->safe_psql('postgres', qq{
 CREATE EXTENSION IF NOT EXISTS mssql_cdc;
 CREATE SERVER $server FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '$self->{host}', port '$self->{port}', database '$db',
-           query_timeout '$qt', login_timeout '5');
+           query_timeout '$qt', login_timeout '5'$tls);
 CREATE USER MAPPING FOR CURRENT_USER SERVER $server
   OPTIONS (username '$self->{user}', password '$self->{password}');
 });

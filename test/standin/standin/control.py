@@ -132,6 +132,15 @@ class Controller:
             removed = faults.clear(args.get("kind"), _int_or_none(args.get("spid")))
             self.server.log.write(0, "control", cmd=cmd, args=args)
             return {"removed": removed}
+        if cmd == "tls":
+            # what the server offers and with which certificate, for the
+            # connections that log in from now on
+            try:
+                self.server.tls.configure(args.get("cert"), args.get("key"), args.get("offer"))
+            except (ValueError, OSError) as exc:
+                raise ControlError(str(exc)) from exc
+            self.server.log.write(0, "control", cmd=cmd, args=args)
+            return {"tls": self.server.tls.describe()}
         if cmd == "shutdown":
             # acted on after the reply is written (see _Handler), so the
             # caller always gets its {"ok": true}

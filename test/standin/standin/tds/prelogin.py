@@ -1,8 +1,7 @@
 """PRELOGIN ([MS-TDS] 2.2.6.5): parse the client's options, build our reply.
 
-We never do TLS: the reply always says ENCRYPT_NOT_SUP (0x02).  FreeTDS with
-`encryption = require` then fails the connection itself (clear client-side
-error), tedious and FreeTDS in their default modes continue in clear."""
+Which ENCRYPTION byte the reply carries, and whether TLS follows, is
+decided in tls.py from the client's byte and the server's setting."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 thread per connection after login so that an ATTENTION arriving while we
 are still writing a response is seen at once ([MS-TDS] 2.2.1.7, 3.3.5.9).
 
-Connection life: PRELOGIN -> LOGIN7 (checked by engine.login) -> login
-response -> requests (SQL_BATCH, RPC, TRANSACTION MANAGER) until the client
+Connection life: PRELOGIN (encryption negotiated, TLS handshake: tls.py)
+-> LOGIN7 (checked by engine.login) -> login response -> requests (SQL_BATCH, RPC, TRANSACTION MANAGER) until the client
 or a fault closes the socket; then engine.close_session rolls back."""
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from . import decode as D
 from . import corrupt as C
 from . import faults as F
 from . import packets as P
+from . import tls as TLS
 from . import tokens as T
 from .faults import FaultRegistry
 from .login7 import TDS74, parse_login7
-from .prelogin import (ENCRYPT_NOT_SUP, OPT_ENCRYPTION, build_prelogin_reply,
-                       parse_prelogin)
+from .prelogin import OPT_ENCRYPTION, build_prelogin_reply, parse_prelogin
 from .prepared import PreparedStatements, is_prepared_proc
 from .response import Cancelled, Response
 from .statement_log import StatementLog
@@ -42,8 +42,11 @@ _ISOLATION_SQL = {1: "READ UNCOMMITTED", 2: "READ COMMITTED", 3: "REPEATABLE REA
 class StandinServer:
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 0,
                  server_name: str = "STANDIN", statement_log: Optional[StatementLog] = None,
-                 faults: Optional[FaultRegistry] = None, default_textsize: Optional[int] = None):
+                 faults: Optional[FaultRegistry] = None, default_textsize: Optional[int] = None,
+                 tls: Optional[TLS.TlsConfig] = None):
         self.engine = engine
+        # certificate and ENCRYPTION setting (no TLS unless given one)
+        self.tls = tls or TLS.TlsConfig()
         # TEXTSIZE for sessions that never SET it (None = unlimited)
         self.default_textsize = default_textsize
         self.server_name = server_name
@@ -161,6 +164,7 @@ class Connection:
         self.login = None
         self.tds_version = TDS74
         self.in_transaction = False
+        self.encryption = TLS.MODE_NONE   # what the PRELOGIN exchange decided
         # ATTENTION bookkeeping.  Requests are numbered as they arrive; an
         # attention targets the last request the client had sent.  It
         # interrupts that request only if it is running now; otherwise it
@@ -218,6 +222,7 @@ class Connection:
                 "host": login.host_name if login else None,
                 "database": getattr(self.session, "database", None),
                 "in_transaction": self.in_transaction,
+                "encryption": self.encryption,
                 "connected_seconds": round(time.time() - self.connected_at, 3),
                 "last_event": self.last_event}
 
@@ -286,11 +291,21 @@ class Connection:
             except ValueError as exc:
                 self.log("prelogin_error", error=str(exc))
                 return False
-            requested = options.get(OPT_ENCRYPTION, b"\x02")[:1]
-            self.log("prelogin", encryption=requested[0] if requested else None)
-            self.writer.write(build_prelogin_reply(ENCRYPT_NOT_SUP))
+            requested = options.get(OPT_ENCRYPTION, b"")[:1]
+            requested = requested[0] if requested else None
+            offer, context = self.server.tls.snapshot()
+            reply, mode = TLS.negotiate(requested, offer)
+            self.log("prelogin", encryption=requested, reply=reply, tls=mode)
+            self.writer.write(build_prelogin_reply(reply))
             self.writer.end_message()
-            ptype, payload = self._read_message()
+            if mode == TLS.MODE_TERMINATE:
+                # [MS-TDS] 2.2.6.5: the server requires encryption, the
+                # client cannot do it
+                time.sleep(0.05)    # let the reply reach the client before the FIN
+                return False
+            ptype, payload = self._start_tls(context, mode)
+            if ptype is None:
+                return False
         if ptype != P.PT_LOGIN7:
             self.log("login_error", error="expected LOGIN7, got packet type 0x%02X" % ptype)
             return False
@@ -329,7 +344,8 @@ class Connection:
         granted = P.grant_packet_size(login.packet_size)
         self.log("login", user=login.user_name, database=database, app=login.app_name, language=login.language,
                  host=login.host_name, library=login.library_name,
-                 tds_version="0x%08X" % login.tds_version, packet_size=granted)
+                 tds_version="0x%08X" % login.tds_version, packet_size=granted,
+                 encryption=self.encryption)
         w = self.writer
         corrupt = self.take_fault(F.CORRUPT, when=lambda f: f.params.get("phase") == "login")
         if corrupt is not None:
@@ -347,6 +363,32 @@ class Connection:
         w.end_message()
         w.set_packet_size(granted)     # both sides switch after the login response
         return True
+
+    def _start_tls(self, context, mode: str):
+        """After the PRELOGIN reply: the TLS handshake if one side encrypts,
+        then the LOGIN7 message (inside TLS unless nothing is encrypted).
+        From then on the whole session uses TLS (MODE_FULL) or clear text
+        again (MODE_LOGIN_ONLY).  Returns the LOGIN7 message, (None, None)
+        when the handshake failed."""
+        if mode == TLS.MODE_NONE:
+            return self._read_message()
+        try:
+            channel = TLS.handshake(context, self.sock, self._read_message, self.spid)
+        except TLS.TlsError as exc:
+            self.log("tls_failed", error=str(exc))
+            return None, None
+        self.log("tls_handshake", protocol=channel.version, cipher=channel.cipher, mode=mode)
+        raw = self.sock
+        self.sock = channel
+        try:
+            message = self._read_message()
+        finally:
+            if mode == TLS.MODE_LOGIN_ONLY:
+                self.sock = raw
+        if mode == TLS.MODE_FULL:
+            self.writer.sock = channel
+        self.encryption = mode
+        return message
 
     def _login_failed(self, err: SqlError) -> None:
         self.writer.write(T.error(err.number, err.state, err.severity, err.message,

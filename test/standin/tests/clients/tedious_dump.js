@@ -4,6 +4,9 @@
 //
 // usage: node tedious_dump.js [options] HOST:PORT USER PASSWORD STEP [STEP...]
 //   --db NAME  --packet-size N  --encrypt true|false|strict
+//   --ca FILE          validate the server certificate against this CA (PEM);
+//                      without it the certificate is trusted unchecked
+//   --server-name NAME the name the certificate must carry (default: HOST)
 //   --cancel-after N   cancel() the first request after N rows
 //   --timeout MS       requestTimeout (tedious cancels with an ATTENTION)
 // STEP is a SQL batch (execSqlBatch), or
@@ -13,6 +16,7 @@
 //   reset                                  connection.reset() (RESETCONNECTION on the next request)
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const { Connection, Request, TYPES } = require(path.join(__dirname, '..', '..', 'node_modules', 'tedious'));
 
@@ -64,7 +68,8 @@ function canonical(meta, v) {
 }
 
 function parseArgs(argv) {
-  const opts = { db: undefined, packetSize: 4096, encrypt: false, cancelAfter: -1, timeout: 0 };
+  const opts = { db: undefined, packetSize: 4096, encrypt: false, cancelAfter: -1, timeout: 0,
+    ca: undefined, serverName: undefined };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -73,6 +78,8 @@ function parseArgs(argv) {
     else if (a === '--encrypt') { const e = argv[++i]; opts.encrypt = e === 'strict' ? 'strict' : e === 'true'; }
     else if (a === '--cancel-after') opts.cancelAfter = Number(argv[++i]);
     else if (a === '--timeout') opts.timeout = Number(argv[++i]);
+    else if (a === '--ca') opts.ca = argv[++i];
+    else if (a === '--server-name') opts.serverName = argv[++i];
     else rest.push(a);
   }
   return [opts, rest];
@@ -179,12 +186,17 @@ async function main() {
     server: host,
     authentication: { type: 'default', options: { userName: user, password } },
     options: {
-      port: Number(port), database: opts.db, encrypt: opts.encrypt, trustServerCertificate: true,
+      port: Number(port), database: opts.db, encrypt: opts.encrypt,
+      trustServerCertificate: opts.ca === undefined,
+      cryptoCredentialsDetails: opts.ca === undefined ? {} : { ca: fs.readFileSync(opts.ca) },
+      serverName: opts.serverName,
       packetSize: opts.packetSize, useUTC: true, rowCollectionOnRequestCompletion: false,
       connectTimeout: 10000, cancelTimeout: 5000, requestTimeout: 0,
     },
   });
   let closed = false;
+  let secured = null;
+  conn.on('secure', (cleartext) => { secured = cleartext; });
   conn.on('end', () => { closed = true; });
   conn.on('error', (err) => { emit('CONNERROR ' + (err.code || '') + ' ' + JSON.stringify(err.message)); });
   const err = await new Promise((resolve) => conn.connect(resolve));
@@ -194,6 +206,8 @@ async function main() {
     process.exit(1);
   }
   emit('CONNECTED');
+  // which TLS the session got: tedious emits 'secure' once the handshake is done
+  if (secured) emit('TLS ' + secured.getProtocol() + ' ' + (secured.getCipher() || {}).name);
   let status = 0;
   for (let i = 0; i < steps.length; i++) {
     const e = await runStep(conn, steps[i], i, opts);

@@ -63,6 +63,28 @@ class RunStandin(unittest.TestCase):
         p.stdout.close()
         p.stderr.close()
 
+    def test_tls_flags(self):
+        from test_tls import cert_pair, ca_file, dblib
+        cert, key = cert_pair("server")
+        p, line = start("--tls-cert", cert, "--tls-key", key, "--tls-offer", "on")
+        try:
+            fields = dict(kv.split("=") for kv in line.split()[2:])
+            addr = _Address(int(fields["port"]))
+            rc, out, err = dblib(addr, "rows 1", encryption="require", ca=ca_file())
+            self.assertEqual(rc, 0, out + err)
+            rc, out, _ = dblib(addr, "rows 1", encryption="off")     # Force Encryption
+            self.assertIn("ERR 20002", out)
+            self.assertEqual(call(int(fields["control"]), "tls")["tls"]["offer"], "on")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=10)
+            p.stdout.close()
+            p.stderr.close()
+        p = subprocess.run([RUN, "--tls-offer", "on", "--engine", "fake_engine:FakeEngine"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=harness.HERE))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("needs a certificate", p.stderr)
+
     def test_rejects_non_loopback_host(self):
         p = subprocess.run([RUN, "--host", "0.0.0.0", "--engine", "fake_engine:FakeEngine"],
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=harness.HERE))
