@@ -41,9 +41,9 @@ $node->start;
 $si->create_source($node, 'src');
 $node->safe_psql('postgres', sprintf(q{
 CREATE SERVER lim FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '%s', port '%s', database 'cdcdb', query_timeout '10', login_timeout '5');
+  OPTIONS (host '%s', port '%s', database 'cdcdb', query_timeout '10', login_timeout '5'%s);
 CREATE USER MAPPING FOR CURRENT_USER SERVER lim OPTIONS (username 'lim', password 'L1mited!');
-}, $si->host, $si->port));
+}, $si->host, $si->port, $si->tls_options));
 $si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.h')});
 $si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('lim', 'dbo.h')});
 

@@ -57,10 +57,10 @@ $node->start;
 $si->create_source($node, 'src');
 $si->create_source($node, 'lone', database => 'lonely');
 $si->create_source($node, 'seen', database => 'idle');
-my ($host, $port) = ($si->host, $si->port);
+my ($host, $port, $tls) = ($si->host, $si->port, $si->tls_options);
 $node->safe_psql('postgres', qq{
 CREATE SERVER unseen FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '$host', port '$port', database 'idle', query_timeout '10', login_timeout '5');
+  OPTIONS (host '$host', port '$port', database 'idle', query_timeout '10', login_timeout '5'$tls);
 CREATE USER MAPPING FOR CURRENT_USER SERVER unseen
   OPTIONS (username 'plain', password 'Pl41n-reader!');
 });

@@ -81,9 +81,9 @@ sub check_names
 # ---------------------------------------------------------------------------
 use_login('owner');
 is(check_names(),
-	'connect,database,cdc_enabled,snapshot_isolation,max_lsn,capture_instances,lsn_time_mapping,'
+	'connect,encryption,database,cdc_enabled,snapshot_isolation,max_lsn,capture_instances,lsn_time_mapping,'
 	  . 'captured_columns,index_columns,scan_sessions,read_path,table dbo.orders,table dbo.notes',
-	'check_server: the permission rows follow the six prerequisites, one row per captured table');
+	'check_server: the permission rows follow connect, encryption and the five prerequisites, one row per captured table');
 my $c = checks();
 is_deeply([ map { $c->{$_}[0] } qw(lsn_time_mapping captured_columns index_columns scan_sessions read_path),
 		'table dbo.orders', 'table dbo.notes' ], [ ('t') x 7 ], 'db_owner: every object is readable');

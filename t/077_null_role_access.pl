@@ -33,11 +33,11 @@ my $node = PostgreSQL::Test::Cluster->new('null_role');
 $node->init;
 $si->setup_node($node);
 $node->start;
-my ($host, $port) = ($si->host, $si->port);
+my ($host, $port, $tls) = ($si->host, $si->port, $si->tls_options);
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
-  OPTIONS (host '$host', port '$port', database 'cdcdb', query_timeout '10', login_timeout '5');
+  OPTIONS (host '$host', port '$port', database 'cdcdb', query_timeout '10', login_timeout '5'$tls);
 CREATE USER MAPPING FOR CURRENT_USER SERVER src OPTIONS (username 'plainr', password 'Pl4inR-pass!');
 });
 
