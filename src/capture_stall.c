@@ -80,6 +80,8 @@ set_warning(const char *server_name, bool on, int64 seconds)
 			"the worker keeps polling and the condition clears by itself once the max LSN moves.";
 	}
 
+	/* the warning's time is now, not the worker's start (see worker_begin_xact) */
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	changed = catalog_set_server_warning(server_name, on ? COND_CAPTURE_JOB_STALLED : NULL,
