@@ -51,9 +51,13 @@ my %kinds = (
 	truncated_token => $eof_or_malformed,
 	wrong_length => $eof_or_malformed,
 	huge_length => $malformed,
-	# an image column where a binary(10) is expected: refused before its value is read
+	# streaming: an image column where __$start_lsn (binary(10)) is expected,
+	# refused before the value is read; snapshot: ntext where an nvarchar
+	# is (a type a string column can arrive as), the value is cut off
 	huge_text_length => { sqlstate => '08P01', message => qr/sent an unexpected result/,
-		condition => 'malformed_response' },
+		condition => 'malformed_response',
+		snapshot => { sqlstate => '08006', message => qr/lost the connection to SQL Server/,
+			condition => 'connection_lost' } },
 	value_too_long => $unexpected,
 	wrong_column_types => $unexpected,
 	fewer_columns => $unexpected,
@@ -316,6 +320,7 @@ for my $kind (sort keys %kinds)
 
 	# --- snapshot: a chunk of the keyset-paged copy -----------------------
 	$what = "$kind (snapshot)";
+	$spec = { %$spec, %{ $spec->{snapshot} } } if $spec->{snapshot};
 	$since = last_error_id();
 	$si->ctl('corrupt', "kind=$kind", 'match=ORDER BY [id]');
 	$node->safe_psql('postgres', q{SELECT mssql_cdc.resnapshot('src', 'dbo.p')});
