@@ -443,6 +443,22 @@ class Executor:
             db.allow_snapshot = st.value
         return []
 
+    # ---------------------------------------------------------------- sessions
+    def s_Kill(self, ctx, st):
+        """KILL session_id (ENGINE.md, "KILL"): ends another session's
+        connection through the protocol layer's engine.kill_session hook."""
+        s = ctx.session
+        if not s.login.sysadmin:
+            raise SqlError(6102, 14, 1, "User does not have permission to use the KILL statement.", st.line)
+        if s.txn is not None:
+            raise SqlError(6115, 16, 1, "KILL command cannot be used inside user transactions.", st.line)
+        if st.session_id == s.spid:
+            raise SqlError(6104, 16, 1, "Cannot use KILL to kill your own process.", st.line)
+        kill = getattr(self.engine, "kill_session", None)
+        if kill is None or not kill(st.session_id):
+            raise SqlError(6106, 16, 2, "Process ID %d is not an active process ID." % st.session_id, st.line)
+        return []
+
     # ---------------------------------------------------------------- security
     def s_CreateLogin(self, ctx, st):
         if not ctx.session.login.sysadmin:
@@ -619,7 +635,8 @@ class Executor:
 
 
 NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare",
-          "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError"}
+          "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError",
+          "Kill"}
 
 KNOWN_SET_OPTIONS = {"ANSI_NULLS", "ANSI_NULL_DFLT_ON", "ANSI_NULL_DFLT_OFF", "ANSI_PADDING", "ANSI_WARNINGS",
                      "ANSI_DEFAULTS", "ARITHABORT", "ARITHIGNORE", "CONCAT_NULL_YIELDS_NULL", "CURSOR_CLOSE_ON_COMMIT",
