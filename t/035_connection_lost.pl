@@ -1,6 +1,6 @@
 # A session the server closes is a lost connection: SQL Server restarting,
-# or KILL of the worker's session, while the worker is idle and while it
-# reads a result.  Each time the worker records 08006 "lost the connection
+# or KILL of the worker's session, while the worker is idle, while it waits
+# for an answer and while it reads a result.  Each time the worker records 08006 "lost the connection
 # to SQL Server" with condition connection_lost (doc/troubleshooting.md,
 # doc/connecting.md), reconnects by itself, and the staging table ends up
 # equal to the source: nothing of the cut window is kept, nothing is lost.
@@ -127,6 +127,24 @@ sub worker_in_result
 	die 'the worker never waited in the middle of a change result';
 }
 
+# The worker has sent the next change query and waits for its answer: the
+# stand-in holds the response back.
+sub worker_waiting
+{
+	my ($seq) = $si->ctl('log', 'limit=1') =~ /"seq": (\d+)/;
+	$si->ctl('capture_freeze');
+	insert_tx();
+	$si->ctl('stall', 'seconds=30', 'match=fn_cdc_get_all_changes');
+	$si->ctl('capture_resume');
+	my $deadline = time + 30;
+	while (time < $deadline)
+	{
+		return if $si->ctl('log', "since=$seq") =~ /"event": "fault", "fault": "stall", "seconds"/;
+		usleep(20_000);
+	}
+	die 'the worker never waited for a change result';
+}
+
 # The first error after $since: 08006 "lost the connection", connection_lost.
 sub lost_connection
 {
@@ -175,6 +193,15 @@ for my $round (1 .. $rounds)
 	$si->tsql_ok("KILL $spid");
 	insert_tx();
 	lost_connection($what, $since);
+	staging_matches($what);
+
+	$what = "round $round: KILL ($notice), worker waiting for the answer";
+	worker_waiting();
+	$spid = worker_spid();
+	$since = last_error_id();
+	$si->tsql_ok("KILL $spid");
+	lost_connection($what, $since);
+	$si->ctl('clear');
 	staging_matches($what);
 
 	$what = "round $round: KILL ($notice), worker in a result";
