@@ -209,8 +209,8 @@ sub check_error
 	ok($all !~ /[\x00-\x08\x0b-\x1f\x7f]/, "$what: no control bytes in message, detail or hint");
 	ok(length($message) < 2000 && length($detail) < 4000, "$what: message and detail are short");
 	ok(index($all, $password) < 0, "$what: no password");
-	my $want = ref $spec->{condition} ? $spec->{condition}{$sqlstate} : $spec->{condition};
-	is($condition, $want, "$what: status condition " . ($want // '?'))
+	my $want_condition = ref $spec->{condition} ? $spec->{condition}{$sqlstate} : $spec->{condition};
+	is($condition, $want_condition, "$what: status condition " . ($want_condition // '?'))
 	  or diag "message: $message";
 }
 
