@@ -47,7 +47,7 @@ class StandIn:
         self.proc = subprocess.Popen(
             ["/usr/bin/python3", os.path.join(STANDIN_DIR, "run-standin"), "--port", "0",
              "--control-port", "0", "--capture-interval", str(capture_interval),
-             "--ready-file", ready] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
+             "--ready-file", ready, "--exit-with-parent"] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while not os.path.exists(ready):
