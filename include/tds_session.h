@@ -156,7 +156,11 @@ extern void tds_report_error(const char *server_name, const TdsRemoteError *err,
 
 /*
  * Send a batch and wait for the first reply.  Pending results of an earlier
- * batch are discarded first.  Raises on any error.
+ * batch are discarded first.  Raises on any error.  The batch gets a last
+ * statement of the session layer's (a PRINT, no result set): a response
+ * that ends without its message and without an error is reported as a lost
+ * connection when the results are read to their end, never as a short
+ * result (a killed session's request can end that way).
  */
 extern void tds_exec(TdsSession *session, const char *sql);
 
