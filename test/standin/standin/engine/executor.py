@@ -107,6 +107,13 @@ class Executor:
                 while not session.cancelled and time.monotonic() < deadline:
                     time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                 continue
+            if isinstance(st, A.Print) and isinstance(st.expr, A.Literal):
+                # PRINT of a constant touches no data: it does not wait for the
+                # engine lock (a long statement of another session holds it;
+                # SQL Server would not block a PRINT either)
+                v = st.expr.value
+                yield Message(0, 1, 0, "" if v is None else V.value_to_str(v, st.expr.type), st.line)
+                continue
             try:
                 items = self.run_statement(session, st)
             except SqlError as e:
