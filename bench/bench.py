@@ -7,6 +7,7 @@ user against an already installed extension.  See bench/README.md."""
 import argparse
 import datetime
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -106,7 +107,15 @@ def prepare_postgres(pg, si):
                 % (server, si.port, tls, server, SA_PASSWORD))
 
 
+def _terminated(signum, _frame):
+    # SIGTERM (a harness's timeout, kill): leave through main's finally, which
+    # stops both servers
+    raise SystemExit(128 + signum)
+
+
 def main():
+    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGHUP, _terminated)
     a = parse_args()
     own_workdir = a.workdir is None
     workdir = a.workdir or tempfile.mkdtemp(prefix="mssql_cdc-bench-")

@@ -101,7 +101,9 @@ typedef struct TdsRemoteError
 	/*
 	 * With kind PROTOCOL or CONNECT: db-lib rejected what the server sent
 	 * (not valid TDS, unconvertible text, impossible lengths).  Raised as
-	 * ERRCODE_PROTOCOL_VIOLATION "sent a malformed response".
+	 * ERRCODE_PROTOCOL_VIOLATION "sent a malformed response".  Also set by
+	 * the checks of a result's shape (tds_expect_num_cols and friends,
+	 * tds_mark_malformed), which raise their own messages.
 	 */
 	bool		malformed;
 
@@ -200,7 +202,11 @@ extern void tds_report_error(const char *server_name, const TdsRemoteError *err,
 
 /*
  * Send a batch and wait for the first reply.  Pending results of an earlier
- * batch are discarded first.  Raises on any error.
+ * batch are discarded first.  Raises on any error.  The batch gets a last
+ * statement of the session layer's (a PRINT, no result set): a response
+ * that ends without its message and without an error is reported as a lost
+ * connection when the results are read to their end, never as a short
+ * result (a killed session's request can end that way).
  */
 extern void tds_exec(TdsSession *session, const char *sql);
 
@@ -294,6 +300,16 @@ extern void tds_expect_col_kind(TdsSession *session, int col, TdsColKind kind,
 extern void tds_expect_col_source_type(TdsSession *session, int col,
 									   const char *sqlserver_type,
 									   const char *colname, const char *what);
+
+/*
+ * For the callers' own checks of a result against its query (more rows
+ * than its TOP, rows out of its ORDER BY, values outside its WHERE): such
+ * a result cannot come from SQL Server running the query.  Closes the
+ * connection (nothing else it sends can be trusted) and marks the
+ * session's error malformed, so that the worker reports it as condition
+ * malformed_response; the caller raises its own error next.
+ */
+extern void tds_mark_malformed(TdsSession *session);
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -36,6 +36,7 @@ struct TdsSession
 	bool		dead;			/* connection unusable; reopen */
 	bool		interrupted;	/* our interrupt handler stopped a wait */
 	bool		results_pending;	/* batch sent, results not all read */
+	bool		batch_end_seen; /* the batch's last statement answered */
 	TdsRemoteError err;			/* filled by the db-lib callbacks */
 	TdsSessionSecurity security;	/* set by tds_tls_login, */
 	char		security_text[320]; /* and said in words */
@@ -54,6 +55,14 @@ extern TdsRemoteError tds_orphan_error;
 /* The worker's own stop flag, or NULL (tds_session_set_shutdown_flag) */
 extern volatile sig_atomic_t *tds_shutdown_flag;
 
+/*
+ * The statement tds_session.c appends to every batch, and the message it
+ * makes SQL Server send last: a response that ends without it and without
+ * an error did not run the whole batch (see exec_internal).
+ */
+#define TDS_BATCH_END_TEXT		"mssql_cdc: end of batch"
+#define TDS_BATCH_END_STATEMENT	"\nPRINT N'" TDS_BATCH_END_TEXT "'"
+
 /* ---- tds_errors.c: db-lib callbacks (record, never raise) --------------- */
 extern int	tds_error_handler(DBPROCESS *dbproc, int severity, int dberr, int oserr,
 							  char *dberrstr, char *oserrstr);
@@ -69,6 +78,13 @@ extern int	tds_handle_interrupt(void *dbproc);
  */
 extern bool tds_after_call(TdsSession *session, bool failed, const char *what,
 						   bool tolerate_remote);
+
+/*
+ * At the end of a batch's results: raise "lost the connection" unless the
+ * batch ran to its end (TDS_BATCH_END_TEXT arrived) or an error said why
+ * it did not.
+ */
+extern void tds_check_batch_end(TdsSession *session, const char *what);
 
 /* ---- tds_session.c ------------------------------------------------------ */
 extern DBPROCESS *tds_dbopen(const MssqlServerOptions *opts, MssqlEncryption level,

@@ -10,13 +10,14 @@ build_and_install() {
 	make -C "$repo" -s install >/dev/null
 }
 
-# private_copy REPO: a copy of the tree owned by the unprivileged "postgres"
-# user (initdb and pg_ctl refuse root); prints its path.
+# private_copy REPO: a copy of the tree (in $TMPDIR, default /tmp) owned by
+# the unprivileged "postgres" user (initdb and pg_ctl refuse root), or by
+# the caller when not root; prints its path.
 private_copy() {
 	local repo=$1 work
-	work=$(mktemp -d /tmp/mssql_cdc-run.XXXXXX)
-	rsync -a --exclude node_modules --exclude .git "$repo/" "$work/"
-	chown -R postgres:postgres "$work"
+	work=$(mktemp -d "${TMPDIR:-/tmp}/mssql_cdc-run.XXXXXX")
+	rsync -a --exclude node_modules --exclude .git --exclude tmp_check "$repo/" "$work/"
+	[ "$(id -u)" != 0 ] || chown -R postgres:postgres "$work"
 	echo "$work"
 }
 

@@ -295,11 +295,14 @@ row_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 	const uint8 *data = tds_col_data(session, col, &len);
 
 	if (data == NULL || len != MSSQL_LSN_BYTES)
+	{
+		tds_mark_malformed(session);
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
 				 errmsg("SQL Server (server \"%s\") returned a change row without a valid %s",
 						tds_session_server_name(session),
 						col == CDC_COL_START_LSN ? "__$start_lsn" : "__$seqval")));
+	}
 	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
 }
 
@@ -479,20 +482,26 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 
 			row_lsn(session, CDC_COL_START_LSN, &key.start_lsn);
 			if (mssql_lsn_cmp(&key.start_lsn, from) < 0 || mssql_lsn_cmp(&key.start_lsn, to) > 0)
+			{
+				tds_mark_malformed(session);
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("SQL Server (server \"%s\") returned a change outside the requested LSN range",
 								tds_session_server_name(session))));
+			}
 			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
 				result.transactions++;
 			change_row_values(session, unit, utc_offset_minutes, &key);
 
 			/* the query orders by these: a repeat or a step back is a broken server */
 			if (have_last && change_key_cmp(&key, &last) <= 0)
+			{
+				tds_mark_malformed(session);
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("SQL Server (server \"%s\") returned change rows out of order",
 								tds_session_server_name(session))));
+			}
 			last = key;
 			have_last = true;
 			MemoryContextSwitchTo(oldcxt);

@@ -105,6 +105,8 @@ set_warning(const char *server_name, bool on, const char *message)
 		hint = "Start SQL Server Agent and the capture job (EXEC sys.sp_cdc_start_job @job_type = N'capture'); "
 			"the worker keeps polling and the condition clears by itself once the job runs again.";
 
+	/* the warning's time is now, not the worker's start (see worker_begin_xact) */
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	changed = catalog_set_server_warning(server_name, on ? COND_CAPTURE_JOB_STALLED : NULL,

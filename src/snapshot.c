@@ -505,10 +505,13 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 		{
 			CHECK_FOR_INTERRUPTS();
 			if (copied >= chunk_rows)
+			{
+				tds_mark_malformed(session);
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
 						 errmsg("SQL Server (server \"%s\") sent more rows than the snapshot query's TOP (%d)",
 								tds_session_server_name(session), chunk_rows)));
+			}
 			apply_snapshot_row(ins, session);
 
 			/* only the last row's key is kept: one row's worth of memory */

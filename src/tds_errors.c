@@ -15,6 +15,8 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -171,6 +173,14 @@ tds_message_handler(DBPROCESS *dbproc, DBINT msgno, int msgstate, int severity,
 	TdsSession *session = session_of(dbproc);
 	TdsRemoteError *err = session ? &session->err : &tds_orphan_error;
 
+	/* the PRINT that ends every batch (tds_session.c, exec_internal) */
+	if (session != NULL && msgno == 0 && severity <= 10 && msgtext != NULL &&
+		strcmp(msgtext, TDS_BATCH_END_TEXT) == 0)
+	{
+		session->batch_end_seen = true;
+		return 0;
+	}
+
 	/*
 	 * Severity 10 and below are informational ("Changed database context",
 	 * PRINT).  Keep the first real error: later ones are usually
@@ -278,6 +288,15 @@ append_detail(StringInfo detail, const TdsRemoteError *err)
 		if (err->oserr != 0 && err->dberr != SYBETIME)
 			appendStringInfo(detail, " (OS error %d: %s)", err->oserr, err->ostext);
 	}
+	else if (err->dberr == 0 && err->dbtext[0] != '\0')
+	{
+		/* what this layer found out where db-lib said nothing */
+		if (detail->len > 0)
+			appendStringInfoChar(detail, '\n');
+		appendStringInfoString(detail, err->dbtext);
+		if (err->oserr != 0)
+			appendStringInfo(detail, " (OS error %d: %s)", err->oserr, err->ostext);
+	}
 }
 
 static bool
@@ -375,6 +394,43 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 	pg_unreachable();
 }
 
+/* errno values of a socket the peer or the network closed */
+static bool
+errno_is_connection_loss(int e)
+{
+	return e == ECONNRESET || e == EPIPE || e == ECONNABORTED || e == ENOTCONN ||
+		e == ESHUTDOWN || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH ||
+		e == ENETDOWN || e == ENETRESET;
+}
+
+/* Report the connection as lost, with what this layer found out. */
+static void
+connection_lost(TdsSession *session, const char *why, int oserr, const char *what)
+{
+	TdsRemoteError *err = &session->err;
+
+	err->kind = TDS_ERROR_CONNECTION_LOST;
+	if (err->dberr == 0)
+	{
+		strlcpy(err->dbtext, why, sizeof(err->dbtext));
+		err->oserr = oserr;
+		copy_server_text(err->ostext, sizeof(err->ostext), oserr != 0 ? strerror(oserr) : "");
+	}
+	tds_close_dbproc(session);
+	tds_report_error(session->server_name, err, what);
+}
+
+void
+tds_check_batch_end(TdsSession *session, const char *what)
+{
+	/* a batch an error ended early has said so */
+	if (session->batch_end_seen || session->err.msgno != 0)
+		return;
+	connection_lost(session,
+					"The response ended before the end of the batch, without an error message: what SQL "
+					"Server sends a session that is killed while it runs a request.", 0, what);
+}
+
 /*
  * After a db-lib call: decide whether it failed, leave the session usable
  * (dbcancel) or dead, and raise unless the caller accepts remote errors.
@@ -384,6 +440,9 @@ bool
 tds_after_call(TdsSession *session, bool failed, const char *what, bool tolerate_remote)
 {
 	TdsRemoteError *err = &session->err;
+
+	/* first: the callers zero errno before the db-lib call (see below) */
+	int			call_errno = errno;
 
 	if (session->interrupted)
 	{
@@ -406,12 +465,25 @@ tds_after_call(TdsSession *session, bool failed, const char *what, bool tolerate
 		return true;
 
 	/*
-	 * A read that failed without any message: db-lib refused the server's
-	 * bytes silently (an unknown type, a packet length of 0, a PLP length
-	 * it cannot allocate).  dbcmd alone fails with nothing pending.
+	 * A read that failed without any message (dbcmd alone fails with
+	 * nothing pending).  libtds built with MARS support, as Debian's is,
+	 * closes the connection without a word both when the server reset it
+	 * (a restart or a KILL while the session was idle: the socket poll
+	 * reports ECONNRESET) and when it refuses the server's bytes (an
+	 * unknown type, a packet length of 0, a PLP length it cannot
+	 * allocate); errno, which it leaves as the failure set it, tells the
+	 * two apart.  A silent failure on a connection still open is a DONE
+	 * with the error bit and no message: how SQL Server ends the request
+	 * of a session it kills (test/standin/ENGINE.md, "KILL").
 	 */
 	if (failed && err->msgno == 0 && err->dberr == 0 && session->results_pending)
 	{
+		if (!session->dead)
+			connection_lost(session,
+							"SQL Server ended the request with an error but without a message, as it does "
+							"for a session it kills.", 0, what);
+		if (errno_is_connection_loss(call_errno))
+			connection_lost(session, "The server closed the connection.", call_errno, what);
 		err->malformed = true;
 		strlcpy(err->dbtext, "db-lib rejected the reply without an error message", sizeof(err->dbtext));
 	}
@@ -434,6 +506,15 @@ tds_after_call(TdsSession *session, bool failed, const char *what, bool tolerate
 		tds_close_dbproc(session);
 		tds_report_error(session->server_name, err, what);
 	}
+
+	/*
+	 * Severity 20 and above is fatal: SQL Server ended the task and most
+	 * likely the connection (Database Engine Error Severities; Msg 596
+	 * "the session is in the kill state" after KILL is one).  The session
+	 * cannot go on; SQL Server's message stays in the detail.
+	 */
+	if (err->msgno != 0 && err->msgclass >= 20)
+		connection_lost(session, "", 0, what);
 
 	if (err->msgno != 0)
 		err->kind = TDS_ERROR_REMOTE;

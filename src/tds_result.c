@@ -113,10 +113,19 @@ tds_col_datum(TdsSession *session, int col, const struct TdsDatumTarget *target,
 #define SESSION_XSYBNVARCHAR	231
 #define SESSION_XSYBNCHAR		239
 
+void
+tds_mark_malformed(TdsSession *session)
+{
+	tds_close_dbproc(session);
+	session->err.kind = TDS_ERROR_PROTOCOL;
+	session->err.malformed = true;
+}
+
 /*
  * A result that does not have the shape the query asked for cannot come
  * from SQL Server running our query: close the connection (whatever else
- * it sends is untrustworthy too) and raise PROTOCOL_VIOLATION.
+ * it sends is untrustworthy too) and raise PROTOCOL_VIOLATION, marked as
+ * a malformed response.
  */
 static void
 unexpected_result(TdsSession *session, const char *what, const char *fmt,...)
@@ -131,7 +140,7 @@ unexpected_result(TdsSession *session, const char *what, const char *fmt,...)
 	va_start(args, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, args);
 	va_end(args);
-	tds_close_dbproc(session);
+	tds_mark_malformed(session);
 	ereport(ERROR,
 			(errcode(ERRCODE_PROTOCOL_VIOLATION),
 			 errmsg("SQL Server (server \"%s\") sent an unexpected result while %s",
@@ -248,10 +257,13 @@ tds_col_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 	if (data == NULL)
 		return false;
 	if ((type != SYBBINARY && type != SYBVARBINARY) || len != MSSQL_LSN_BYTES)
+	{
+		tds_mark_malformed(session);
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
 				 errmsg("SQL Server (server \"%s\") returned a %s value of %d bytes where a binary(10) LSN was expected",
 						session->server_name, tds_type_name(type), len)));
+	}
 	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
 	return true;
 }

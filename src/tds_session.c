@@ -50,6 +50,7 @@
 #include "postgres.h"
 
 #include <unistd.h>
+#include <errno.h>
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -421,11 +422,24 @@ exec_internal(TdsSession *session, const char *sql, bool tolerate_remote)
 	if (session->results_pending)
 		tds_cancel(session);
 	tds_clear_error(session);
+	session->batch_end_seen = false;
 
+	/*
+	 * Every batch ends with a PRINT whose message proves that SQL Server
+	 * ran the batch to its end (tds_check_batch_end): the request of a
+	 * session SQL Server kills can end with just a DONE that has the error
+	 * bit, which db-lib takes for the normal end of a result (Microsoft's
+	 * JDBC driver had to learn the same, test/standin/ENGINE.md "KILL"),
+	 * so the rows read until then would look like all of them.
+	 */
 	rc = dbcmd(session->dbproc, sql);
+	if (rc != FAIL)
+		rc = dbcmd(session->dbproc, TDS_BATCH_END_STATEMENT);
 	if (rc == FAIL)
 		return tds_after_call(session, true, "sending a query", tolerate_remote);
 	session->results_pending = true;
+	/* tds_after_call reads what a silent failure left in errno */
+	errno = 0;
 	rc = dbsqlexec(session->dbproc);
 	return tds_after_call(session, rc == FAIL, "running a query", tolerate_remote);
 }
@@ -450,12 +464,14 @@ next_result_internal(TdsSession *session, bool tolerate_remote)
 	tds_check_usable(session);
 	if (!session->results_pending)
 		return TDS_STEP_DONE;
+	errno = 0;
 	rc = dbresults(session->dbproc);
 	if (rc == NO_MORE_RESULTS)
 	{
 		session->results_pending = false;
 		if (!tds_after_call(session, false, "reading results", tolerate_remote))
 			return TDS_STEP_REMOTE_ERROR;
+		tds_check_batch_end(session, "reading results");
 		return TDS_STEP_DONE;
 	}
 	if (!tds_after_call(session, rc == FAIL, "reading results", tolerate_remote))
@@ -489,6 +505,7 @@ next_row_internal(TdsSession *session, bool tolerate_remote)
 	tds_check_usable(session);
 	if (!session->results_pending || dbnumcols(session->dbproc) == 0)
 		return TDS_STEP_DONE;
+	errno = 0;
 	st = dbnextrow(session->dbproc);
 	if (st == NO_MORE_ROWS)
 	{
@@ -521,6 +538,7 @@ tds_cancel(TdsSession *session)
 	if (session == NULL || session->dead || session->dbproc == NULL || !session->results_pending)
 		return;
 	tds_clear_error(session);
+	errno = 0;
 	rc = dbcancel(session->dbproc);
 	session->results_pending = false;
 	tds_after_call(session, rc == FAIL, "canceling a query", false);

@@ -153,6 +153,13 @@ worker_clear_context(void)
 void
 worker_begin_xact(void)
 {
+	/*
+	 * A background process has no client messages that would set the
+	 * statement start time; without this every now() (updated_at,
+	 * occurred_at, snapshot_started_at, ...) would be the time this
+	 * process started.
+	 */
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	/* catalog results must survive the commit: the iteration owns them */
@@ -556,8 +563,7 @@ handle_iteration_error(void)
 	MemoryContextSwitchTo(worker_context);
 	cond = error_condition_classify(edata->sqlerrcode, edata->schema_name, &remote, worker_server_name);
 
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	worker_begin_xact();
 	catalog_record_error_condition(worker_server_name, table_id, unpack_sql_state(edata->sqlerrcode),
 								   edata->message, edata->detail,
 								   edata->hint ? edata->hint : cond.hint, remote_errno,
@@ -566,8 +572,7 @@ handle_iteration_error(void)
 	catalog_set_server_condition(worker_server_name, cond.condition, cond.hint);
 	if (table_id > 0)
 		catalog_set_table_condition(table_id, cond.condition, cond.hint);
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	worker_commit_xact();
 
 	proc_exit(1);
 }

@@ -89,7 +89,8 @@ staging_matches('baseline');
 # SIGTERM while SQL Server hangs: gone within 2 seconds
 # ---------------------------------------------------------------------------
 $node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (SET query_timeout '60')});
-# a new worker picks up the new option
+# the worker reconnects with the new option by itself (t/034); a new worker
+# process gives the SIGTERM below a known pid that uses it from the start
 my $pid = worker_pid();
 kill 'TERM', $pid;
 $node->poll_query_until('postgres',

@@ -145,7 +145,9 @@ sub recovered
 
 sub worker_pid { return wait_worker_pid($node, 30) }
 
-# a new worker process reads the changed server options / user mapping
+# The worker reconnects with changed server options / user mappings by
+# itself before its next poll (t/034); a new process just starts the next
+# login at once instead of after the current poll.
 sub restart_worker
 {
 	my $pid = worker_pid();

@@ -2,7 +2,8 @@
 # the stand-in's `corrupt` fault (test/standin/README.md), sent in place of
 # the change query's result (streaming), of a snapshot chunk, or of the
 # login response: the worker records a clean error (SQLSTATE, a message that
-# names the problem, no control bytes, no password), the postmaster never
+# names the problem, the status condition doc/troubleshooting.md gives for
+# it, no control bytes, no password), the postmaster never
 # crash-restarts, the worker's memory stays bounded, a worker receiving
 # rows without end obeys SIGTERM within a second, and once the fault is
 # cleared the staging data equals the source exactly.
@@ -23,36 +24,48 @@ my $max_hwm_kb = 256 * 1024;
 my $max_anon_kb = 64 * 1024;
 
 # What each kind must produce.  sqlstate/pattern describe the recorded
-# error; `none` kinds are harmless (the worker must not trust them, and the
-# data stays right without any error); `forever` kinds stream without end.
+# error and `condition` the status condition (doc/troubleshooting.md): a
+# name, or one per SQLSTATE where the stream may end either way; `none`
+# kinds are harmless (the worker must not trust them, and the data stays
+# right without any error); `forever` kinds stream without end.
 # The $unexpected kinds are caught by the callers' checks of the result's
 # shape (apply.c, snapshot.c: column count, column types against the source,
 # change-row order, no more rows than TOP (n)) through tds_expect_num_cols /
 # tds_expect_col_kind / tds_expect_col_source_type; without those checks
 # fewer_columns loses data, wrong_column_types stores wrong values in a
-# snapshot, and rows_forever never ends a snapshot chunk.
-my $malformed = { sqlstate => '08P01', message => qr/sent a malformed response/ };
+# snapshot, and rows_forever never ends a snapshot chunk.  A result of the
+# wrong shape is a malformed response like bad TDS: not SQL Server
+# rejecting a query (source_error).
+my $malformed = { sqlstate => '08P01', message => qr/sent a malformed response/,
+	condition => 'malformed_response' };
+# cut off in the middle: db-lib may see the end of the stream first
 my $eof_or_malformed = { sqlstate => qr/^(08006|08P01)$/,
-	message => qr/lost the connection to SQL Server|sent a malformed response/ };
-# an image column where a binary(10) is expected: the type check may see it
-# before the cut-off value is read
-my $eof_or_unexpected = { sqlstate => qr/^(08006|08P01)$/,
-	message => qr/lost the connection to SQL Server|sent (a malformed response|an unexpected result)/ };
+	message => qr/lost the connection to SQL Server|sent a malformed response/,
+	condition => { '08006' => 'connection_lost', '08P01' => 'malformed_response' } };
 my $unexpected = { sqlstate => qr/^(08P01|HV004|HV000)$/,
-	message => qr/SQL Server \(server "src"\) (sent|returned) (a malformed|an unexpected|a change row without|a change outside|more rows|change rows out of order)/ };
+	message => qr/SQL Server \(server "src"\) (sent|returned) (a malformed|an unexpected|a change row without|a change outside|more rows|change rows out of order)/,
+	condition => 'malformed_response' };
 my %kinds = (
 	bad_token => $malformed,
 	bad_type => $malformed,
 	truncated_token => $eof_or_malformed,
 	wrong_length => $eof_or_malformed,
 	huge_length => $malformed,
-	huge_text_length => $eof_or_unexpected,
+	# streaming: an image column where __$start_lsn (binary(10)) is expected,
+	# refused before the value is read; snapshot: ntext where an nvarchar
+	# is (a type a string column can arrive as), the value is cut off
+	huge_text_length => { sqlstate => '08P01', message => qr/sent an unexpected result/,
+		condition => 'malformed_response',
+		snapshot => { sqlstate => '08006', message => qr/lost the connection to SQL Server/,
+			condition => 'connection_lost' } },
 	value_too_long => $unexpected,
 	wrong_column_types => $unexpected,
 	fewer_columns => $unexpected,
 	more_columns => $unexpected,
 	row_before_metadata => $malformed,
-	huge_message => { sqlstate => 'HV000', message => qr/^SQL Server error on server "src" while [a-z ]+: \?\[31mBOOM/ },
+	# well-formed TDS: an error SQL Server could send
+	huge_message => { sqlstate => 'HV000', message => qr/^SQL Server error on server "src" while [a-z ]+: \?\[31mBOOM/,
+		condition => 'source_error' },
 	truncated_message => $eof_or_malformed,
 	bad_utf16 => $malformed,
 	lying_done => { none => 1 },
@@ -64,9 +77,11 @@ my %kinds = (
 );
 my %login_kinds = (
 	garbage_login => { sqlstate => 'HV00N',
-		message => qr/could not connect to SQL Server for server "src": the server sent a malformed login response/ },
+		message => qr/could not connect to SQL Server for server "src": the server sent a malformed login response/,
+		condition => 'malformed_response' },
 	login_truncated => { sqlstate => 'HV00N',
-		message => qr/could not connect to SQL Server for server "src"/ },
+		message => qr/could not connect to SQL Server for server "src"/,
+		condition => 'connection_refused' },
 );
 
 my $si = StandIn->start(capture_interval => 0.1);
@@ -194,14 +209,9 @@ sub check_error
 	ok($all !~ /[\x00-\x08\x0b-\x1f\x7f]/, "$what: no control bytes in message, detail or hint");
 	ok(length($message) < 2000 && length($detail) < 4000, "$what: message and detail are short");
 	ok(index($all, $password) < 0, "$what: no password");
-	if ($message =~ /sent a malformed (login )?response/)
-	{
-		is($condition, 'malformed_response', "$what: status condition malformed_response");
-	}
-	else
-	{
-		ok($condition ne '' && $condition ne 'internal_error', "$what: a status condition ($condition)");
-	}
+	my $want_condition = ref $spec->{condition} ? $spec->{condition}{$sqlstate} : $spec->{condition};
+	is($condition, $want_condition, "$what: status condition " . ($want_condition // '?'))
+	  or diag "message: $message";
 }
 
 sub staging_s_matches
@@ -310,6 +320,7 @@ for my $kind (sort keys %kinds)
 
 	# --- snapshot: a chunk of the keyset-paged copy -----------------------
 	$what = "$kind (snapshot)";
+	$spec = { %$spec, %{ $spec->{snapshot} } } if $spec->{snapshot};
 	$since = last_error_id();
 	$si->ctl('corrupt', "kind=$kind", 'match=ORDER BY [id]');
 	$node->safe_psql('postgres', q{SELECT mssql_cdc.resnapshot('src', 'dbo.p')});

@@ -54,7 +54,7 @@ class StandIn:
              "--control-port", "0", "--capture-interval", str(capture_interval),
              "--tls-cert", os.path.join(certs, "server.pem"), "--tls-key", os.path.join(certs, "server.key"),
              "--tls-offer", "not-supported",
-             "--ready-file", ready] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
+             "--ready-file", ready, "--exit-with-parent"] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while not os.path.exists(ready):

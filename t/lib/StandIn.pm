@@ -87,6 +87,8 @@ sub start
 	$self->{proc} = IPC::Run::start(
 		[ $python, "$root/test/standin/run-standin", '--port', '0',
 		  '--control-port', '0', '--capture-interval', $interval, @tls,
+		  # a test killed before its END block runs must not leave it listening
+		  '--exit-with-parent',
 		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
 	$timer->start;

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 from .tds import corrupt as C
 from .tds import faults as F
+from .tds.server import KILL_NOTICES
 
 
 class ControlError(Exception):
@@ -128,6 +129,13 @@ class Controller:
                 raise ControlError("no connection with spid %d" % spid)
             self.server.log.write(0, "control", cmd=cmd, args=args)
             return {"killed": spid}
+        if cmd == "kill_notice":
+            notice = args.get("notice", "done_error")
+            if notice not in KILL_NOTICES:
+                raise ControlError("notice must be one of %s" % ", ".join(KILL_NOTICES))
+            self.server.kill_notice = notice
+            self.server.log.write(0, "control", cmd=cmd, args=args)
+            return {"kill_notice": notice}
         if cmd == "clear":
             removed = faults.clear(args.get("kind"), _int_or_none(args.get("spid")))
             self.server.log.write(0, "control", cmd=cmd, args=args)

@@ -100,4 +100,5 @@ While = node("While", "cond", "body", "line")
 Break = node("Break", "line")
 Continue = node("Continue", "line")
 WaitFor = node("WaitFor", "delay", "line")
+Kill = node("Kill", "session_id", "line")
 RaiseError = node("RaiseError", "number", "message", "severity", "state", "line")   # RAISERROR / THROW

@@ -108,6 +108,13 @@ class Executor:
                 while not session.cancelled and time.monotonic() < deadline:
                     time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                 continue
+            if isinstance(st, A.Print) and isinstance(st.expr, A.Literal):
+                # PRINT of a constant touches no data: it does not wait for the
+                # engine lock (a long statement of another session holds it;
+                # SQL Server would not block a PRINT either)
+                v = st.expr.value
+                yield Message(0, 1, 0, "" if v is None else V.value_to_str(v, st.expr.type), st.line)
+                continue
             try:
                 items = self.run_statement(session, st)
             except SqlError as e:
@@ -452,6 +459,22 @@ class Executor:
             db.allow_snapshot = st.value
         return []
 
+    # ---------------------------------------------------------------- sessions
+    def s_Kill(self, ctx, st):
+        """KILL session_id (ENGINE.md, "KILL"): ends another session's
+        connection through the protocol layer's engine.kill_session hook."""
+        s = ctx.session
+        if not s.login.sysadmin:
+            raise SqlError(6102, 14, 1, "User does not have permission to use the KILL statement.", st.line)
+        if s.txn is not None:
+            raise SqlError(6115, 16, 1, "KILL command cannot be used inside user transactions.", st.line)
+        if st.session_id == s.spid:
+            raise SqlError(6104, 16, 1, "Cannot use KILL to kill your own process.", st.line)
+        kill = getattr(self.engine, "kill_session", None)
+        if kill is None or not kill(st.session_id):
+            raise SqlError(6106, 16, 2, "Process ID %d is not an active process ID." % st.session_id, st.line)
+        return []
+
     # ---------------------------------------------------------------- security
     def s_CreateLogin(self, ctx, st):
         if not ctx.session.login.sysadmin:
@@ -654,7 +677,8 @@ class Executor:
 
 
 NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare", "Reconfigure",
-          "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError"}
+          "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError",
+          "Kill"}
 
 KNOWN_SET_OPTIONS = {"ANSI_NULLS", "ANSI_NULL_DFLT_ON", "ANSI_NULL_DFLT_OFF", "ANSI_PADDING", "ANSI_WARNINGS",
                      "ANSI_DEFAULTS", "ARITHABORT", "ARITHIGNORE", "CONCAT_NULL_YIELDS_NULL", "CURSOR_CLOSE_ON_COMMIT",

@@ -40,6 +40,10 @@ RESERVED = {
     "TRANSACTION", "TRUNCATE", "UNION", "UNIQUE", "UPDATE", "USE", "VALUES",
     "VIEW", "WHEN", "WHERE", "WHILE", "WITH", "NONCLUSTERED", "REFERENCES",
     "USER", "IDENTITY_INSERT", "NOCHECK", "WAITFOR",
+    # statements that follow another without a ';' ("SELECT 1 PRINT 'x'" is two
+    # statements, not a column alias): reserved in SQL Server's list
+    # (MicrosoftDocs/sql-docs docs/t-sql/language-elements/reserved-keywords-transact-sql.md)
+    "PRINT", "KILL", "RAISERROR",
 }
 
 

@@ -251,6 +251,12 @@ class Parser:
         if kw == "CONTINUE":
             self.advance()
             return A.Continue(line=line)
+        if kw == "KILL":
+            # KILL session_id (a constant); UOW and WITH STATUSONLY are not supported
+            self.advance()
+            if self.tok.kind != INT:
+                raise self.error()
+            return A.Kill(int(self.advance().value), line=line)
         if kw == "WAITFOR":
             self.advance()
             if not (self.tok.kind == IDENT and self.tok.value.upper() == "DELAY"):

@@ -26,6 +26,10 @@ class Cancelled(Exception):
     """ATTENTION arrived: stop producing this response."""
 
 
+class Killed(Exception):
+    """Another session's KILL ended this one: stop producing this response."""
+
+
 class Response:
     def __init__(self, conn, rpc: bool):
         self.conn = conn
@@ -62,15 +66,13 @@ class Response:
         conn = self.conn
         try:
             for item in items:
-                if conn.attention.is_set():
-                    raise Cancelled()
+                self._check_interrupt()
                 self.item(item)
-            if conn.attention.is_set():
-                raise Cancelled()
+            self._check_interrupt()
         except SqlError as err:
             # The engine raised instead of yielding: same wire result.
             self.item(err)
-        except (Cancelled, ConnectionClosed):
+        except (Cancelled, Killed, ConnectionClosed):
             raise
         except Exception as exc:
             # An engine bug must still end the response cleanly, or the
@@ -81,6 +83,12 @@ class Response:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
+
+    def _check_interrupt(self) -> None:
+        if self.conn.kill_requested is not None:
+            raise Killed()
+        if self.conn.attention.is_set():
+            raise Cancelled()
 
     def item(self, item) -> None:
         conn = self.conn
@@ -171,8 +179,7 @@ class Response:
                     if hold is None or conn.server.faults.consume(hold):
                         self._stall_now(stall, sent)
                     stall_at = None
-                if attention.is_set():
-                    raise Cancelled()
+                self._check_interrupt()
             if limit is not None:
                 # after `rows` rows, or at the end of a shorter result (before
                 # its DONE): the fault always fires on the result it took
@@ -182,7 +189,8 @@ class Response:
                 raise ConnectionClosed("drop_after_rows fault")
         finally:
             close = getattr(it, "close", None)
-            if close is not None and (limit is not None or attention.is_set()):
+            if close is not None and (limit is not None or attention.is_set()
+                                      or conn.kill_requested is not None):
                 close()
         return sent
 
@@ -224,6 +232,16 @@ class Response:
             if not last:
                 status |= T.DONE_MORE
             self.w.write(T.done(status | self._status_extra(), 0))
+
+    def killed(self, notice: str) -> None:
+        """Close a response KILL interrupted (server.KILL_NOTICES): with
+        "error_596" Msg 596 (severity 21) first, then a final DONE with the
+        error bit and no count; the caller closes the connection."""
+        self.flush_pending()
+        if notice == "error_596":
+            self.w.write(T.error(596, 1, 21, "Cannot continue the execution because the session is in "
+                                 "the kill state.", self.conn.server_name, "", 1))
+        self.w.write(T.done(T.DONE_ERROR | self._status_extra(), 0))
 
     def cancelled(self) -> None:
         """Close the interrupted response with a final DONE (the ATTN ack

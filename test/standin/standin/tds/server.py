@@ -29,7 +29,7 @@ from .faults import FaultRegistry
 from .login7 import TDS74, parse_login7
 from .prelogin import OPT_ENCRYPTION, build_prelogin_reply, parse_prelogin
 from .prepared import PreparedStatements, is_prepared_proc
-from .response import Cancelled, Response
+from .response import Cancelled, Killed, Response
 from .statement_log import StatementLog
 
 INITIAL_PACKET_SIZE = 4096
@@ -38,15 +38,29 @@ FIRST_SPID = 51
 _ISOLATION_SQL = {1: "READ UNCOMMITTED", 2: "READ COMMITTED", 3: "REPEATABLE READ",
                   4: "SERIALIZABLE", 5: "SNAPSHOT"}
 
+# What a session killed by T-SQL KILL while it runs a request receives before
+# its connection is closed (UNCONFIRMED, ENGINE.md "KILL"): nothing, a DONE
+# with the error bit that ends the response, or Msg 596 and that DONE.  An
+# idle session's connection is closed in every mode.
+KILL_NOTICES = ("none", "done_error", "error_596")
+
 
 class StandinServer:
     def __init__(self, engine, host: str = "127.0.0.1", port: int = 0,
                  server_name: str = "STANDIN", statement_log: Optional[StatementLog] = None,
                  faults: Optional[FaultRegistry] = None, default_textsize: Optional[int] = None,
-                 tls: Optional[TLS.TlsConfig] = None):
+                 tls: Optional[TLS.TlsConfig] = None,
+                 kill_notice: str = "done_error"):
         self.engine = engine
         # certificate and ENCRYPTION setting (no TLS unless given one)
         self.tls = tls or TLS.TlsConfig()
+        if kill_notice not in KILL_NOTICES:
+            raise ValueError("kill_notice must be one of %s" % ", ".join(KILL_NOTICES))
+        self.kill_notice = kill_notice
+        try:
+            engine.kill_session = self.kill_session     # T-SQL KILL (executor.s_Kill)
+        except AttributeError:
+            pass
         # TEXTSIZE for sessions that never SET it (None = unlimited)
         self.default_textsize = default_textsize
         self.server_name = server_name
@@ -134,6 +148,16 @@ class StandinServer:
         conn.kill()
         return True
 
+    def kill_session(self, spid: int) -> bool:
+        """T-SQL KILL: end a logged-in session's connection; False when no
+        session has that id."""
+        with self._lock:
+            conn = self.connections.get(spid)
+        if conn is None or conn.session is None or conn.closed.is_set():
+            return False
+        conn.kill_by_statement(self.kill_notice)
+        return True
+
     def describe_connections(self) -> list:
         with self._lock:
             conns = list(self.connections.values())
@@ -182,6 +206,7 @@ class Connection:
         self.last_event = ""
         self.request_text = ""     # what faults with "match" look at
         self.fatal_error = False   # severity >= 20 seen: close after the response
+        self.kill_requested = None  # KILL notice to end the running request with
         self.closed = threading.Event()
 
     # --- helpers used by Response -----------------------------------------
@@ -196,7 +221,7 @@ class Connection:
         """Stall: wait, but wake on attention, when the socket is killed or
         when `released` (a held stall's event) is set."""
         deadline = time.time() + seconds
-        while not self.closed.is_set():
+        while not self.closed.is_set() and self.kill_requested is None:
             left = deadline - time.time()
             if left <= 0 or self.attention.wait(min(left, 0.05)):
                 return
@@ -213,6 +238,17 @@ class Connection:
             self.sock.close()
         except OSError:
             pass
+
+    def kill_by_statement(self, notice: str) -> None:
+        """Another session's KILL: an idle connection is closed now; a
+        running request ends with the notice first (Response.killed)."""
+        with self._attn_lock:
+            if self._running is not None and notice != "none":
+                self.kill_requested = notice
+                self.server.log.write(self.spid, "killed", notice=notice, running=True)
+                return
+        self.server.log.write(self.spid, "killed", notice=notice, running=False)
+        self.kill()
 
     def describe(self) -> dict:
         login = self.login
@@ -450,6 +486,8 @@ class Connection:
                     self._running = None
             if self.attention.is_set():
                 self._ack_attention(number)
+            if self.kill_requested is not None:
+                raise P.ConnectionClosed("killed by KILL")
             if self.fatal_error:
                 raise P.ConnectionClosed("fatal error (severity >= 20)")
 
@@ -527,6 +565,10 @@ class Connection:
         except Cancelled:
             resp.cancelled()
             raise
+        except Killed:
+            resp.killed(self.kill_requested)
+            self.writer.end_message()
+            self._close_after("KILL")
         resp.finish(last)
         return resp
 
@@ -612,7 +654,10 @@ class Connection:
         self._close_after_corrupt(kind)
 
     def _close_after_corrupt(self, kind: str) -> None:
+        self._close_after("corrupt fault (%s)" % kind)
+
+    def _close_after(self, why: str) -> None:
         # a moment for the bytes to reach the client before the FIN does
         time.sleep(0.05)
         self.kill()
-        raise P.ConnectionClosed("corrupt fault (%s)" % kind)
+        raise P.ConnectionClosed(why)

@@ -64,3 +64,29 @@ class ConcurrentCaptureTest(EngineTest):
         for lsn, ops in by_txn.items():
             self.assertEqual([o[0] for o in ops][-2:], [3, 4])
         self.assertTrue(all(r[1] < r[0] for r in rows))
+
+
+class PrintTest(EngineTest):
+    def test_constant_print_does_not_wait_for_a_long_statement(self):
+        # another session's statement holds the engine lock for a while; a
+        # batch ending with PRINT of a constant (mssql_cdc ends every batch so)
+        # must not wait for it after its own result is out
+        release = threading.Event()
+        held = threading.Event()
+
+        def long_statement():
+            with self.engine.lock:
+                held.set()
+                release.wait(5)
+        th = threading.Thread(target=long_statement)
+        th.start()
+        held.wait(5)
+        t0 = time.monotonic()
+        items = self.run_sql("PRINT N'mssql_cdc: end of batch'")
+        elapsed = time.monotonic() - t0
+        release.set()
+        th.join()
+        self.assertEqual([i.message for i in items], ["mssql_cdc: end of batch"])
+        self.assertLess(elapsed, 1.0)
+        # a PRINT of an expression still runs like any statement
+        self.assertEqual([i.message for i in self.run_sql("PRINT 'a' + 'b'")], ["ab"])

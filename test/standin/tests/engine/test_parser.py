@@ -69,6 +69,15 @@ class ParserTest(EngineTest):
         # statement that cannot take an alias (after SELECT 1 it would be an alias, as in SQL Server)
         self.error("CREATE TABLE g (a int)\nGO\nSELECT 1", 102)
 
+    def test_reserved_statement_words_start_a_statement(self):
+        # PRINT, KILL and RAISERROR are reserved keywords: after a SELECT they
+        # start the next statement instead of naming a column
+        self.assertEqual([type(st).__name__ for st in parse_batch("SELECT 1\nPRINT N'end'")],
+                         ["Select", "Print"])
+        self.assertEqual([type(st).__name__ for st in parse_batch("SELECT 1 AS a KILL 60")], ["Select", "Kill"])
+        self.error("SELECT 1 print", 102)       # a PRINT without its message
+        self.assertEqual(parse_batch("SELECT 1 [print]")[0].items[0][1], "print")
+
     def test_syntax_error_aborts_whole_batch(self):
         self.ok("CREATE TABLE t (id int)")
         items = self.run_sql("INSERT INTO t VALUES (1); SELECT * FROM WHERE")

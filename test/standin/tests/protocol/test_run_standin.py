@@ -55,6 +55,32 @@ class RunStandin(unittest.TestCase):
         with open(log) as f:
             self.assertIn('"sql": "rows 2"', f.read())
 
+    def test_exit_with_parent(self):
+        # a parent that starts run-standin and is killed at once, before it
+        # can stop it: the orphan stops by itself; without the flag it stays
+        ready = os.path.join(harness.work_dir(), "orphan.ready")
+        env = dict(os.environ, PYTHONPATH=harness.HERE)
+        for flag, stays in (["--exit-with-parent"], False), ([], True):
+            if os.path.exists(ready):
+                os.unlink(ready)
+            parent = subprocess.Popen(
+                ["/bin/sh", "-c", '"$0" "$@" >/dev/null & wait', RUN, "--port", "0", "--control-port", "0",
+                 "--engine", "fake_engine:FakeEngine", "--ready-file", ready] + flag, env=env)
+            deadline = time.time() + 10
+            while not os.path.exists(ready) and time.time() < deadline:
+                time.sleep(0.05)
+            pid = int(open(ready).read().split("pid=")[1])
+            parent.kill()
+            parent.wait()
+            deadline = time.time() + 5
+            while time.time() < deadline and os.path.exists("/proc/%d" % pid) and \
+                    open("/proc/%d/stat" % pid).read().split()[2] != "Z":
+                time.sleep(0.05)
+            alive = os.path.exists("/proc/%d" % pid) and open("/proc/%d/stat" % pid).read().split()[2] != "Z"
+            if alive:
+                os.kill(pid, signal.SIGTERM)
+            self.assertEqual(alive, stays, flag)
+
     def test_control_shutdown(self):
         p, line = start()
         fields = dict(kv.split("=") for kv in line.split()[2:])
