@@ -3,6 +3,7 @@
 # and stop it whatever way the test ends.
 #
 #   my $si = StandIn->start(capture_interval => 0.2, databases => ['other']);
+#   my $si = StandIn->start(args => ['--split-update-seqval', 'inverted']);   # run-standin flags
 #   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
 #   $si->ctl('drop_after_rows', 'rows=5');
 #
@@ -70,7 +71,8 @@ sub start
 	$self->{proc} = IPC::Run::start(
 		[ $python, "$root/test/standin/run-standin", '--port', '0',
 		  '--control-port', '0', '--capture-interval', $interval,
-		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
+		  map({ ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] }),
+		  @{ $opts{args} // [] } ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
 	$timer->start;
 	$self->{proc}->pump

@@ -63,10 +63,10 @@ Insert = node("Insert", "target", "columns", "rows", "select", "default_values",
 Update = node("Update", "target", "assignments", "where", "line")
 Delete = node("Delete", "target", "where", "line")
 ColumnDef = node("ColumnDef", "name", "type", "nullable", "default", "identity", "pk",
-                 "computed", "persisted", "collation", "pk_name", "line")
-CreateTable = node("CreateTable", "parts", "columns", "pk_columns", "pk_name", "line")
+                 "computed", "persisted", "collation", "pk_name", "unique", "unique_name", "line")
+CreateTable = node("CreateTable", "parts", "columns", "pk_columns", "pk_name", "uniques", "line")
 DropTable = node("DropTable", "names", "if_exists", "line")
-AlterTableAdd = node("AlterTableAdd", "parts", "columns", "pk_columns", "pk_name", "line")
+AlterTableAdd = node("AlterTableAdd", "parts", "columns", "pk_columns", "pk_name", "uniques", "line")
 AlterTableDrop = node("AlterTableDrop", "parts", "columns", "if_exists", "line")
 AlterColumn = node("AlterColumn", "parts", "column", "line")
 Truncate = node("Truncate", "parts", "line")
@@ -90,7 +90,7 @@ AlterRoleAdd = node("AlterRoleAdd", "role", "member", "server", "line")
 Grant = node("Grant", "permission", "target", "principal", "line")   # target: parts or ('SCHEMA', name)
 Block = node("Block", "statements", "line")
 Print = node("Print", "expr", "line")
-CreateIndex = node("CreateIndex", "name", "table", "columns", "line")     # non-unique: accepted, no effect
+CreateIndex = node("CreateIndex", "name", "table", "columns", "unique", "clustered", "line")   # non-unique: no effect
 If = node("If", "cond", "then", "else_", "line")
 While = node("While", "cond", "body", "line")
 Break = node("Break", "line")

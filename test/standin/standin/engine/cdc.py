@@ -154,10 +154,12 @@ class Cdc:
         ct = Table(db, cdc_schema, name + "_CT", eng.new_object_id(), cols,
                    cluster=[0, len(cols) - 1, 2, 3])
         ct.is_system = True
-        # command_id and seqval grow together inside a transaction and 3/4 share both,
-        # so these orders equal the clustered (start_lsn, command_id, seqval, operation)
+        # One command id has one seqval (3/4 share both), so (start_lsn, command_id,
+        # operation) is the clustered order too.  Seqval order is not: a split
+        # update's rows sort differently by seqval (dml.Writer.log_split), so an
+        # ORDER BY __$start_lsn, __$seqval, __$operation is sorted, as on SQL Server.
         cid = len(cols) - 1
-        ct.equivalent_orders = [[0, 2, 3], [0, 2, cid, 3], [0, cid, 3]]
+        ct.equivalent_orders = [[0, cid, 3]]
         ct.create_date = ct.modify_date = eng.now_datetime()
         db.tables[("cdc", ct.name.lower())] = ct
         db.by_id[ct.object_id] = ct

@@ -23,12 +23,21 @@ log = logging.getLogger("standin.engine")
 statement_log = logging.getLogger("standin.statements")
 
 
+# engine options with a fixed set of values (the UNCONFIRMED shapes of ENGINE.md)
+OPTION_CHOICES = {"split_update_seqval": ("shared", "ascending", "inverted"),
+                  "unique_update": ("split", "in_place")}
+
+
 class Engine:
     def __init__(self, config: EngineConfig = None, **options):
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
-        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True}
+        self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
+                        "split_update_seqval": "shared", "unique_update": "split"}
         self.options.update(options)
+        for name, allowed in OPTION_CHOICES.items():
+            if self.options[name] not in allowed:
+                raise ValueError("engine option %s must be one of %s" % (name, ", ".join(allowed)))
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.seq = 1                      # last published commit sequence number

@@ -88,6 +88,7 @@ class Table:
         self.capture_instances = []       # CDC capture instances on this table
         self.is_system = False            # CT / CDC metadata tables
         self.equivalent_orders = []       # other column orders equal to the clustered order
+        self.unique_indexes = []          # unique.UniqueIndex (UNIQUE constraints and indexes)
         self.create_date = None
         self.modify_date = None
         self._keyfns = None

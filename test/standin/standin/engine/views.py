@@ -123,14 +123,17 @@ def v_types(eng, ctx, db):
 
 def v_indexes(eng, ctx, db):
     cols = _cols([("object_id", INT), ("name", NV128), ("index_id", INT), ("type", TINY),
-                  ("type_desc", NV60), ("is_unique", BIT), ("is_primary_key", BIT)])
+                  ("type_desc", NV60), ("is_unique", BIT), ("is_primary_key", BIT),
+                  ("is_unique_constraint", BIT)])
     from .dml import pk_constraint_name
     rows = []
     for t in sorted(db.tables.values(), key=lambda t: t.object_id):
         if t.pk:
-            rows.append((t.object_id, pk_constraint_name(t), 1, 1, "CLUSTERED", True, True))
+            rows.append((t.object_id, pk_constraint_name(t), 1, 1, "CLUSTERED", True, True, False))
         else:
-            rows.append((t.object_id, None, 0, 0, "HEAP", False, False))
+            rows.append((t.object_id, None, 0, 0, "HEAP", False, False, False))
+        for ui in t.unique_indexes:
+            rows.append((t.object_id, ui.name, ui.index_id, 2, "NONCLUSTERED", True, False, ui.is_constraint))
     return cols, rows
 
 
@@ -141,6 +144,9 @@ def v_index_columns(eng, ctx, db):
     for t in sorted(db.tables.values(), key=lambda t: t.object_id):
         for k, i in enumerate(t.pk):
             rows.append((t.object_id, 1, k + 1, t.columns[i].column_id, k + 1, False, False))
+        for ui in t.unique_indexes:
+            for k, c in enumerate(ui.columns):
+                rows.append((t.object_id, ui.index_id, k + 1, c.column_id, k + 1, False, False))
     return cols, rows
 
 
@@ -149,6 +155,8 @@ def v_key_constraints(eng, ctx, db):
     cols = _cols([("name", NV128), ("object_id", INT), ("parent_object_id", INT), ("type", SqlType("char", length=2)),
                   ("unique_index_id", INT)])
     rows = [(pk_constraint_name(t), t.object_id + 3, t.object_id, "PK", 1) for t in db.tables.values() if t.pk]
+    rows += [(ui.name, ui.object_id, t.object_id, "UQ", ui.index_id) for t in db.tables.values()
+             for ui in t.unique_indexes if ui.is_constraint]
     return cols, rows
 
 
