@@ -2,8 +2,8 @@
  *
  * cdc_window.h
  *		The SQL Server side of a CDC window: the source's max LSN, choosing
- *		the window's end on a transaction boundary, the retention check's
- *		min LSN, and the change query.
+ *		the window's end on a transaction boundary and the retention
+ *		check's min LSN.  The change query itself is change_query.h.
  *
  * Everything here only reads SQL Server; nothing writes Postgres.
  *
@@ -22,14 +22,6 @@
 
 #include "lsn.h"
 #include "tds_session.h"
-
-/* Result columns of cdc_start_changes(), 1-based */
-#define CDC_COL_START_LSN	1
-#define CDC_COL_SEQVAL		2
-#define CDC_COL_OPERATION	3
-#define CDC_COL_UPDATE_MASK	4
-#define CDC_COL_COMMIT_TIME	5
-#define CDC_COL_FIRST_DATA	6
 
 /*
  * The server's offset from UTC in minutes (SQL Server reports commit times
@@ -71,17 +63,5 @@ extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoin
  */
 extern bool cdc_get_min_lsn(TdsSession *session, const char *capture_instance,
 							MssqlLsn *min_lsn);
-
-/*
- * Send the change query of one capture instance for [from, to] ("all
- * update old": before and after images), ordered by commit LSN, sequence
- * value and operation; columns are CDC_COL_* and then select_exprs (T-SQL
- * expressions over the change function's columns, see
- * mssql_column_select_expr) in order.  The caller reads it with
- * tds_next_result/tds_next_row.
- */
-extern void cdc_start_changes(TdsSession *session, const char *capture_instance,
-							  List *select_exprs, const MssqlLsn *from,
-							  const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CDC_WINDOW_H */

@@ -167,27 +167,3 @@ cdc_get_min_lsn(TdsSession *session, const char *capture_instance, MssqlLsn *min
 
 	return tds_fetch_lsn(session, sql, min_lsn);
 }
-
-void
-cdc_start_changes(TdsSession *session, const char *capture_instance,
-				  List *select_exprs, const MssqlLsn *from, const MssqlLsn *to)
-{
-	StringInfoData sql;
-	ListCell   *lc;
-
-	/* sys.fn_cdc_get_all_changes_* raises Msg 313 for from > to */
-	Assert(mssql_lsn_cmp(from, to) <= 0);
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql,
-						   "SELECT __$start_lsn, __$seqval, __$operation, __$update_mask,"
-						   " sys.fn_cdc_map_lsn_to_time(__$start_lsn)");
-	foreach(lc, select_exprs)
-		appendStringInfo(&sql, ", %s", (const char *) lfirst(lc));
-	appendStringInfo(&sql,
-					 " FROM cdc.%s(%s, %s, N'all update old')"
-					 " ORDER BY __$start_lsn, __$seqval, __$operation",
-					 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", capture_instance)),
-					 lsn_literal(from), lsn_literal(to));
-	tds_exec(session, sql.data);
-}

@@ -55,6 +55,7 @@ typedef struct MssqlOption
 
 static const char *const tds_version_values[] = {"7.3", "7.4", NULL};
 static const char *const encryption_values[] = {"off", "request", "require", NULL};
+static const char *const data_query_mode_values[] = {"direct", "function", NULL};
 
 /*
  * TDS versions FreeTDS knows that are older than 7.3.  They are refused with
@@ -74,6 +75,8 @@ static const MssqlOption mssql_options[] = {
 	{"query_timeout", ForeignServerRelationId, OPTION_INTEGER, 1, 86400, 0, NULL},
 	{"application_name", ForeignServerRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"packet_size", ForeignServerRelationId, OPTION_INTEGER, 512, 32767, 0, NULL},
+	/* SERVER: how change rows are read (doc/streaming.md) */
+	{"data_query_mode", ForeignServerRelationId, OPTION_ENUM, 0, 0, 0, data_query_mode_values},
 	/* USER MAPPING: the SQL Server login */
 	{"username", UserMappingRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"password", UserMappingRelationId, OPTION_SECRET, 0, 0, 0, NULL},
@@ -374,6 +377,7 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 	result->query_timeout = MSSQL_CDC_DEFAULT_QUERY_TIMEOUT;
 	result->application_name = pstrdup(MSSQL_CDC_DEFAULT_APPLICATION_NAME);
 	result->packet_size = MSSQL_CDC_DEFAULT_PACKET_SIZE;
+	result->data_query_mode = MSSQL_QUERY_DIRECT;
 
 	/* Values were checked by the validator when they were stored. */
 	foreach(lc, server->options)
@@ -399,6 +403,9 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 			result->application_name = pstrdup(value);
 		else if (strcmp(def->defname, "packet_size") == 0)
 			result->packet_size = pg_strtoint32(value);
+		else if (strcmp(def->defname, "data_query_mode") == 0)
+			result->data_query_mode = strcmp(value, "function") == 0 ?
+				MSSQL_QUERY_FUNCTION : MSSQL_QUERY_DIRECT;
 	}
 
 	if (result->host == NULL)

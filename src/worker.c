@@ -61,6 +61,7 @@
 #include "capture_instance_switch.h"
 #include "capture_stall.h"
 #include "catalog.h"
+#include "catalog_version.h"
 #include "cdc_lag.h"
 #include "cdc_window.h"
 #include "error_condition.h"
@@ -185,6 +186,28 @@ connection_settings_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 	connection_settings_changed = true;
 }
 
+/*
+ * The catalog must be the one this library was built for: a worker started
+ * just before the launcher noticed a version change (or by hand) leaves
+ * until ALTER EXTENSION ... UPDATE, and the launcher starts it again then.
+ */
+static void
+check_catalog_version(void)
+{
+	char	   *version = mssql_cdc_installed_version();
+
+	if (version != NULL && strcmp(version, MSSQL_CDC_LIBRARY_VERSION) == 0)
+		return;
+	ereport(LOG,
+			(errmsg("mssql_cdc worker for source \"%s\" waits for the extension: it is %s, the library is version %s",
+					worker_server_name,
+					version ? psprintf("version %s", version) : "not installed",
+					MSSQL_CDC_LIBRARY_VERSION),
+			 errhint("Run ALTER EXTENSION %s UPDATE in database \"%s\".",
+					 MSSQL_CDC_EXTENSION_NAME, mssql_cdc_database)));
+	stop_worker("the extension's catalog does not match the library");
+}
+
 /* The catalog view of our server; exits when we should not run. */
 
 static List *
@@ -194,6 +217,7 @@ read_catalog(MssqlCdcServer **server_out)
 	List	   *tables;
 
 	worker_begin_xact();
+	check_catalog_version();
 	server = catalog_get_server(worker_server_name, true);
 	if (server == NULL)
 		stop_worker("the source has no captured tables any more");
@@ -226,6 +250,14 @@ read_catalog(MssqlCdcServer **server_out)
 	worker_commit_xact();
 	*server_out = server;
 	return tables;
+}
+
+MssqlDataQueryMode
+worker_data_query_mode(void)
+{
+	/* read_catalog loaded the settings before any window */
+	Assert(session_opts != NULL);
+	return session_opts->data_query_mode;
 }
 
 static void

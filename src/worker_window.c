@@ -260,7 +260,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 							 worker_args.run_as);
 		results[i] = apply_capture_instance(worker_session, table, src,
 											worker_args.run_as, worker_utc_offset,
-											&from, &to);
+											worker_data_query_mode(), &from, &to);
 		window_rows += results[i].rows;
 		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
 		i++;

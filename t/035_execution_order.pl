@@ -146,7 +146,7 @@ foreach my $shape (@shapes)
 		q{CREATE TABLE dbo.done (id int NOT NULL PRIMARY KEY)},
 		map { "EXEC sys.sp_cdc_enable_table \@source_schema = N'dbo', \@source_name = N'$_', \@role_name = NULL" }
 		  qw(acct code done));
-	$si->create_source($node, $name);
+	$si->create_source($node, $name, data_query_mode => 'direct');
 	$si->add_table_when_started($node,
 		"SELECT mssql_cdc.add_table('$name', 'dbo.acct', snapshot_mode => 'never')");
 	$si->add_table($node, $name, 'dbo.code', snapshot_mode => 'initial');
@@ -154,8 +154,8 @@ foreach my $shape (@shapes)
 }
 # the function path reads the first stand-in's tables too
 my $fn_si = $si{ $shapes[0][0] };
-$fn_si->create_source($node, 'fn');
-my $fn_ok = query(q{ALTER SERVER fn OPTIONS (ADD data_query_mode 'function')}) !~ /^ERROR/;
+$fn_si->create_source($node, 'fn', data_query_mode => 'direct');
+my $fn_ok = query(q{ALTER SERVER fn OPTIONS (SET data_query_mode 'function')}) !~ /^ERROR/;
 ok($fn_ok, "data_query_mode 'function' is a valid server option");
 if ($fn_ok)
 {
@@ -218,9 +218,9 @@ CREATE TABLE replay_${name}_code (id int PRIMARY KEY, code int NOT NULL UNIQUE $
 SELECT string_agg(format('%s:%s:%s', _cdc_op, id, ref), ' ' ORDER BY _cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)
        || ' / ' || string_agg(_cdc_command_id::text, ' ' ORDER BY _cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)
   FROM public.${name}_dbo_acct
- WHERE _cdc_lsn = (SELECT DISTINCT _cdc_lsn FROM public.${name}_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)});
+ WHERE _cdc_lsn::text = (SELECT DISTINCT _cdc_lsn::text FROM public.${name}_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)});
 	my $cmd = query(qq{SELECT min(_cdc_command_id) FROM public.${name}_dbo_acct
-		WHERE _cdc_lsn = (SELECT DISTINCT _cdc_lsn FROM public.${name}_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)});
+		WHERE _cdc_lsn::text = (SELECT DISTINCT _cdc_lsn::text FROM public.${name}_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)});
 	$cmd = 0 unless $cmd =~ /^\d+$/;
 	my @c = map { $cmd + $_ } 0 .. 3;
 	is( $swap,
@@ -235,7 +235,7 @@ if ($fn_ok)
 	# the function path: seqval order, no command id (doc/streaming.md)
 	is( query(q{SELECT string_agg(format('%s:%s:%s', _cdc_op, id, ref), ' ' ORDER BY _cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)
 		  FROM public.fn_dbo_acct
-		 WHERE _cdc_lsn = (SELECT DISTINCT _cdc_lsn FROM public.fn_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)}),
+		 WHERE _cdc_lsn::text = (SELECT DISTINCT _cdc_lsn::text FROM public.fn_dbo_acct ORDER BY 1 OFFSET 2 LIMIT 1)}),
 		'delete:2:R2 insert:2:R3 delete:3:R3 insert:3:R2',
 		'function path: the swap is staged in __$seqval order (the documented caveat)')
 	  unless StandIn::real_server();

@@ -88,6 +88,12 @@ def compile_function(comp, e):
     parts = [p.lower() for p in e.name]
     fname = parts[-1]
     qual = parts[:-1]
+    if len(qual) > 1 and fname in CLR_METHODS:
+        # t.col.Method(): a qualified CLR column, not database.schema.function
+        from .clr_functions import compile_instance_method
+        m = compile_instance_method(comp, e, fname)
+        if m is not None:
+            return m
     if len(qual) > 1:
         dbname = qual[-2] if len(qual) >= 2 else None
         if dbname:
