@@ -49,6 +49,7 @@ Like = node("Like", "expr", "pattern", "negated")
 Subquery = node("Subquery", "select")
 Exists = node("Exists", "select")
 Window = node("Window", "func", "partition_by", "order_by")   # ROW_NUMBER() OVER (...)
+AtTimeZone = node("AtTimeZone", "expr", "zone")                # inputdate AT TIME ZONE timezone
 
 # ---- sources
 TableRef = node("TableRef", "parts", "alias", "hints")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import time
 
 from ..sqltypes import SqlType
 from . import lsn as L
@@ -199,7 +198,11 @@ class Cdc:
         if db.cdc is None or not records:
             return
         begin = txn.begin_lsn.get(db, commit_lsn)
-        db.cdc.log.append(CommittedTxn(commit_lsn, begin, txn.begin_time, end_time, txn.tran_id, records))
+        # lsn_time_mapping's times are local time as the log records them at
+        # commit: a later change of the server's zone does not alter them
+        eng = self.engine
+        db.cdc.log.append(CommittedTxn(commit_lsn, begin, eng.datetime_at(txn.begin_time), eng.datetime_at(end_time),
+                                       txn.tran_id, records))
 
     # ---------------------------------------------------------------- capture
     def capture_cycle(self, db, max_scans=None):
@@ -227,7 +230,7 @@ class Cdc:
         computed first; a failure leaves the queue and the tables untouched."""
         st = db.cdc
         eng = self.engine
-        start = time.time()
+        start = eng.now_ts()
         batch = list(itertools.islice(st.log, maxtrans))
         writes = []                  # (table, values)
         published = 0
@@ -247,7 +250,7 @@ class Cdc:
             st.log.popleft()
         eng.publish_seq(seq)
         st.scan_sessions.append({
-            "session_id": st.next_scan_session, "start_time": start, "end_time": time.time(),
+            "session_id": st.next_scan_session, "start_time": start, "end_time": eng.now_ts(),
             "tran_count": published, "start_lsn": first_lsn, "end_lsn": last_lsn,
             "empty_scan_count": 0 if batch else 1})
         st.next_scan_session += 1
@@ -286,7 +289,7 @@ class Cdc:
                                                  mask, rec.command_id, strict_op4)))
         if out:
             out.append((db.cdc.mapping,
-                        (start_b, self.engine.datetime_at(txn.begin_time), self.engine.datetime_at(txn.end_time),
+                        (start_b, txn.begin_time, txn.end_time,
                          txn.tran_id.to_bytes(10, "big"), L.to_bytes(txn.begin_lsn))))
         return out
 

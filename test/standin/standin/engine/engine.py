@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import logging
 import threading
-import time
 
 from ..results import EngineConfig, ReturnStatus, ReturnValue, SqlError
 from ..sqltypes import TICKS_PER_SECOND
 from . import values as V
 from .cdc import Cdc
+from .clock import WINDOWS_ZONES, ServerClock, Zone
 from .database import Database
 from .executor import Executor
 from .query import StoredSource
@@ -33,11 +32,17 @@ class Engine:
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
         self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
-                        "split_update_seqval": "shared", "unique_update": "split"}
+                        "split_update_seqval": "shared", "unique_update": "split",
+                        "current_timezone_id": True}
         self.options.update(options)
         for name, allowed in OPTION_CHOICES.items():
             if self.options[name] not in allowed:
                 raise ValueError("engine option %s must be one of %s" % (name, ", ".join(allowed)))
+        zone = (Zone.named(self.config.time_zone) if self.config.time_zone
+                else Zone.fixed_offset(self.config.utc_offset_minutes))
+        if zone is None:
+            raise ValueError("unknown time zone %r (known: %s)" % (self.config.time_zone, ", ".join(WINDOWS_ZONES)))
+        self.clock = ServerClock(zone)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.seq = 1                      # last published commit sequence number
@@ -176,15 +181,17 @@ class Engine:
 
     # ================================================================ time
     def now_ts(self):
-        return time.time()
+        """The server's clock (engine/clock.py: real time plus a settable shift)."""
+        return self.clock.now()
 
     def datetime_at(self, ts):
-        local = datetime.datetime.utcfromtimestamp(ts) + datetime.timedelta(minutes=self.config.utc_offset_minutes)
+        """The local datetime of the instant ts in the server's zone."""
+        local = self.clock.zone.local_at(ts)
         ticks = ((local.hour * 60 + local.minute) * 60 + local.second) * TICKS_PER_SECOND + local.microsecond * 10
         return V.datetime_from(local.date(), ticks)
 
     def now_datetime(self):
-        return self.datetime_at(time.time())
+        return self.datetime_at(self.clock.now())
 
     # ================================================================ ids, sequence
     def new_object_id(self):

@@ -587,6 +587,11 @@ class Parser:
         if self.is_kw("COLLATE"):
             self.advance()
             self.any_name()
+        while self.is_kw("AT") and self.is_kw("TIME", k=1) and self.is_kw("ZONE", k=2):
+            self.advance()
+            self.advance()
+            self.advance()
+            e = A.AtTimeZone(e, self.primary())
         return e
 
     def primary(self):

@@ -334,13 +334,30 @@ def v_partitions(eng, ctx, db):
     return cols, rows
 
 
+def v_time_zone_info(eng, ctx, db):
+    """The zones AT TIME ZONE accepts (engine/clock.py), as of the server's
+    clock; a fixed-offset server zone is listed too."""
+    from .clock import WINDOWS_ZONES, Zone
+    cols = _cols([("name", NV128), ("current_utc_offset", T.nvarchar(12)), ("is_currently_dst", BIT)])
+    zones = [Zone.named(n) for n in WINDOWS_ZONES]
+    if eng.clock.zone.name not in WINDOWS_ZONES:
+        zones.append(eng.clock.zone)
+    now = eng.clock.now()
+    rows = []
+    for z in zones:
+        off = z.offset_at(now)
+        rows.append((z.name, "%s%02d:%02d" % ("-" if off < 0 else "+", abs(off) // 60, abs(off) % 60),
+                     z.is_dst_at(now)))
+    return cols, rows
+
+
 SYS_VIEWS = {
     "databases": v_databases, "schemas": v_schemas, "tables": v_tables, "objects": v_objects,
     "all_objects": v_objects, "columns": v_columns, "all_columns": v_columns, "types": v_types,
     "indexes": v_indexes, "index_columns": v_index_columns, "key_constraints": v_key_constraints,
     "dm_server_services": v_dm_server_services, "database_principals": v_database_principals,
     "database_role_members": v_database_role_members, "dm_cdc_log_scan_sessions": v_scan_sessions,
-    "partitions": v_partitions,
+    "partitions": v_partitions, "time_zone_info": v_time_zone_info,
 }
 INFO_VIEWS = {"columns": v_info_columns, "tables": v_info_tables}
 CDC_VIEWS = {"change_tables": v_change_tables, "captured_columns": v_captured_columns,
