@@ -43,7 +43,7 @@ typedef struct ApplyResult
  */
 extern ApplyResult apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 										  const MssqlSourceTable *src, Oid run_as,
-										  int utc_offset_minutes, MssqlDataQueryMode mode,
+										  const char *server_zone, MssqlDataQueryMode mode,
 										  const MssqlLsn *from, const MssqlLsn *to);
 
 /*

@@ -24,23 +24,11 @@
 #include "tds_session.h"
 
 /*
- * The server's offset from UTC in minutes (SQL Server reports commit times
- * as naive local datetimes).  Once per connection.
+ * sys.fn_cdc_get_max_lsn() and the commit time of that LSN (converted as
+ * cdc_clock.h says, server_zone NULL: by the offset).  False when it is NULL
+ * (the capture job has not run yet).
  */
-extern int	cdc_query_utc_offset(TdsSession *session);
-
-/*
- * A naive SQL Server datetime column of the current row as timestamptz,
- * given the server's UTC offset; false for NULL.
- */
-extern bool cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
-							   TimestampTz *result);
-
-/*
- * sys.fn_cdc_get_max_lsn() and the commit time of that LSN.  False when it
- * is NULL (the capture job has not run yet).
- */
-extern bool cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+extern bool cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 							 MssqlLsn *max_lsn, TimestampTz *max_time);
 
 /*
@@ -53,7 +41,7 @@ extern bool cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
  */
 extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 								  const MssqlLsn *max_lsn, int max_transactions,
-								  int utc_offset_minutes,
+								  const char *server_zone,
 								  MssqlLsn *to, TimestampTz *end_time);
 
 /*

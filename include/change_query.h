@@ -19,7 +19,8 @@
  *				execution order.
  *
  * Both read "all update old" (3 = before images included) and take the
- * commit time from one join with cdc.lsn_time_mapping.
+ * commit time from one join with cdc.lsn_time_mapping, converted to an
+ * instant on the server (cdc_clock.h; server_zone NULL: by the offset).
  *
  * IDENTIFICATION
  *		include/change_query.h
@@ -43,7 +44,7 @@
 #define CDC_COL_SEQVAL		3
 #define CDC_COL_OPERATION	4
 #define CDC_COL_UPDATE_MASK	5
-#define CDC_COL_COMMIT_TIME	6			/* tran_end_time: naive server-local datetime */
+#define CDC_COL_COMMIT_TIME	6			/* datetimeoffset: cdc_col_commit_time */
 #define CDC_COL_FIRST_DATA	7
 
 /*
@@ -54,7 +55,7 @@
  * first (see above).
  */
 extern void cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
-							  const char *capture_instance, List *columns,
-							  const MssqlLsn *from, const MssqlLsn *to);
+							  const char *server_zone, const char *capture_instance,
+							  List *columns, const MssqlLsn *from, const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CHANGE_QUERY_H */

@@ -72,6 +72,7 @@ typedef struct MssqlServerOptions
 	char	   *password;
 	/* not connection settings: how the worker queries (doc/streaming.md) */
 	MssqlDataQueryMode data_query_mode;
+	char	   *server_time_zone;	/* Windows zone name; NULL: ask the server */
 } MssqlServerOptions;
 
 /*

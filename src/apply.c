@@ -49,6 +49,7 @@
 
 #include "apply.h"
 #include "catalog.h"
+#include "cdc_clock.h"
 #include "change_query.h"
 #include "source_schema.h"
 #include "staging.h"
@@ -367,36 +368,6 @@ row_operation(TdsSession *session)
 	return op;
 }
 
-/*
- * __$start_lsn's commit time as the real instant: the naive datetime read
- * as if it were UTC, then shifted by the server's offset (as
- * cdc_col_local_time does, without the text round trip).
- */
-static bool
-row_commit_time(TdsSession *session, int utc_offset, Datum *value)
-{
-	static TdsDatumTarget naive;
-	static bool naive_ready = false;
-	bool		isnull;
-	Datum		local;
-
-	if (!naive_ready)
-	{
-		/* kept for the life of the process */
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-		tds_datum_target_init(&naive, TIMESTAMPOID, -1);
-		MemoryContextSwitchTo(oldcxt);
-		naive_ready = true;
-	}
-	local = tds_col_datum(session, CDC_COL_COMMIT_TIME, &naive, &isnull);
-	if (isnull)
-		return false;
-	*value = TimestampTzGetDatum(DatumGetTimestamp(local) -
-								 (int64) utc_offset * 60 * USECS_PER_SEC);
-	return true;
-}
-
 /* What orders change rows: the staging key, which the change query sorts by */
 typedef struct ChangeKey
 {
@@ -425,7 +396,7 @@ change_key_cmp(const ChangeKey *a, const ChangeKey *b)
  * gets its position (key->start_lsn is already set by the caller).
  */
 static void
-change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, ChangeKey *key)
+change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 {
 	const MssqlLsn *start_lsn = &key->start_lsn;
 	const MssqlLsn *seqval = &key->seqval;
@@ -464,7 +435,12 @@ change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, Change
 				*value = tds_col_datum(session, CDC_COL_UPDATE_MASK, &col->target, isnull);
 				break;
 			case FROM_COMMIT_TIME:
-				*isnull = !row_commit_time(session, utc_offset, value);
+				{
+					TimestampTz t;
+
+					*isnull = !cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &t);
+					*value = TimestampTzGetDatum(t);
+				}
 				break;
 		}
 	}
@@ -472,7 +448,7 @@ change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, Change
 
 ApplyResult
 apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
-					   const MssqlSourceTable *src, Oid run_as, int utc_offset_minutes,
+					   const MssqlSourceTable *src, Oid run_as, const char *server_zone,
 					   MssqlDataQueryMode mode, const MssqlLsn *from, const MssqlLsn *to)
 {
 	ApplyResult result = {0, 0};
@@ -491,7 +467,7 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
-	cdc_start_changes(session, mode, capture_instance, source_cols, from, to);
+	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols, from, to);
 	while (tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);
@@ -530,7 +506,7 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 								tds_session_server_name(session))));
 			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
 				result.transactions++;
-			change_row_values(session, unit, utc_offset_minutes, &key);
+			change_row_values(session, unit, &key);
 
 			/* the query orders by these: a repeat or a step back is a broken server */
 			if (have_last && change_key_cmp(&key, &last) <= 0)

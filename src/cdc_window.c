@@ -20,6 +20,7 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
+#include "cdc_clock.h"
 #include "cdc_window.h"
 
 static char *
@@ -46,53 +47,8 @@ col_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 	return true;
 }
 
-int
-cdc_query_utc_offset(TdsSession *session)
-{
-	int			offset = 0;
-	bool		found = false;
-
-	tds_exec(session, "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())");
-	while (tds_next_result(session))
-		while (tds_next_row(session))
-		{
-			char	   *text = tds_col_text(session, 1);
-
-			if (!found && text != NULL)
-			{
-				offset = pg_strtoint32(text);
-				found = true;
-			}
-		}
-	if (!found)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("SQL Server (server \"%s\") did not report its UTC offset",
-						tds_session_server_name(session))));
-	return offset;
-}
-
 bool
-cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
-				   TimestampTz *result)
-{
-	char	   *text = tds_col_text(session, col);
-	Timestamp	local;
-
-	if (text == NULL)
-		return false;
-	/* the exact text form of the naive datetime, read as if it were UTC ... */
-	local = DatumGetTimestamp(DirectFunctionCall3(timestamp_in,
-												  CStringGetDatum(text),
-												  ObjectIdGetDatum(InvalidOid),
-												  Int32GetDatum(-1)));
-	/* ... then shifted by the server's offset to the real instant */
-	*result = local - (int64) utc_offset_minutes * 60 * USECS_PER_SEC;
-	return true;
-}
-
-bool
-cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 				 MssqlLsn *max_lsn, TimestampTz *max_time)
 {
 	bool		found = false;
@@ -100,8 +56,9 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 
 	*max_time = 0;
 	tds_exec(session,
-			 "SELECT sys.fn_cdc_get_max_lsn(), "
-			 "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())");
+			 psprintf("SELECT sys.fn_cdc_get_max_lsn(), %s",
+					  cdc_commit_time_sql(server_zone,
+										  "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())")));
 	while (tds_next_result(session))
 		while (tds_next_row(session))
 		{
@@ -109,7 +66,7 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 				continue;		/* drain */
 			seen = true;
 			found = col_lsn(session, 1, max_lsn);
-			if (found && !cdc_col_local_time(session, 2, utc_offset_minutes, max_time))
+			if (found && !cdc_col_commit_time(session, 2, max_time))
 				*max_time = 0;
 		}
 	return found;
@@ -118,7 +75,7 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 bool
 cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					  const MssqlLsn *max_lsn, int max_transactions,
-					  int utc_offset_minutes, MssqlLsn *to, TimestampTz *end_time)
+					  const char *server_zone, MssqlLsn *to, TimestampTz *end_time)
 {
 	StringInfoData sql;
 	int			nrows = 0;
@@ -130,10 +87,11 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "SELECT TOP (%d) start_lsn, tran_end_time FROM cdc.lsn_time_mapping"
+					 "SELECT TOP (%d) start_lsn, %s FROM cdc.lsn_time_mapping"
 					 " WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00"
 					 " ORDER BY start_lsn",
-					 max_transactions, lsn_literal(checkpoint), lsn_literal(max_lsn));
+					 max_transactions, cdc_commit_time_sql(server_zone, "tran_end_time"),
+					 lsn_literal(checkpoint), lsn_literal(max_lsn));
 	tds_exec(session, sql.data);
 	while (tds_next_result(session))
 		while (tds_next_row(session))
@@ -141,7 +99,7 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 			if (!col_lsn(session, 1, &last))
 				continue;
 			nrows++;
-			if (!cdc_col_local_time(session, 2, utc_offset_minutes, &last_time))
+			if (!cdc_col_commit_time(session, 2, &last_time))
 				last_time = 0;
 		}
 

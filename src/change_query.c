@@ -25,6 +25,7 @@
 
 #include "lib/stringinfo.h"
 
+#include "cdc_clock.h"
 #include "change_query.h"
 #include "type_map.h"
 
@@ -33,8 +34,8 @@
 
 void
 cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
-				  const char *capture_instance, List *columns,
-				  const MssqlLsn *from, const MssqlLsn *to)
+				  const char *server_zone, const char *capture_instance,
+				  List *columns, const MssqlLsn *from, const MssqlLsn *to)
 {
 	StringInfoData sql;
 	ListCell   *lc;
@@ -46,8 +47,9 @@ cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT c.[__$start_lsn], %s, c.[__$seqval], c.[__$operation],"
-					 " c.[__$update_mask], m.tran_end_time",
-					 mode == MSSQL_QUERY_DIRECT ? "ISNULL(c.[__$command_id], 0)" : "CAST(0 AS int)");
+					 " c.[__$update_mask], %s",
+					 mode == MSSQL_QUERY_DIRECT ? "ISNULL(c.[__$command_id], 0)" : "CAST(0 AS int)",
+					 cdc_commit_time_sql(server_zone, "m.tran_end_time"));
 	foreach(lc, columns)
 		appendStringInfo(&sql, ", %s",
 						 mssql_column_select_expr_qualified((const MssqlColumn *) lfirst(lc),

@@ -77,6 +77,8 @@ static const MssqlOption mssql_options[] = {
 	{"packet_size", ForeignServerRelationId, OPTION_INTEGER, 512, 32767, 0, NULL},
 	/* SERVER: how change rows are read (doc/streaming.md) */
 	{"data_query_mode", ForeignServerRelationId, OPTION_ENUM, 0, 0, 0, data_query_mode_values},
+	/* SERVER: the Windows time zone of the server, for commit times (doc/streaming.md) */
+	{"server_time_zone", ForeignServerRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	/* USER MAPPING: the SQL Server login */
 	{"username", UserMappingRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"password", UserMappingRelationId, OPTION_SECRET, 0, 0, 0, NULL},
@@ -406,6 +408,8 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 		else if (strcmp(def->defname, "data_query_mode") == 0)
 			result->data_query_mode = strcmp(value, "function") == 0 ?
 				MSSQL_QUERY_FUNCTION : MSSQL_QUERY_DIRECT;
+		else if (strcmp(def->defname, "server_time_zone") == 0)
+			result->server_time_zone = pstrdup(value);
 	}
 
 	if (result->host == NULL)

@@ -62,6 +62,7 @@
 #include "capture_stall.h"
 #include "catalog.h"
 #include "catalog_version.h"
+#include "cdc_clock.h"
 #include "cdc_lag.h"
 #include "cdc_window.h"
 #include "error_condition.h"
@@ -81,7 +82,7 @@ const char *worker_server_name;
 /* The SQL Server connection; NULL or dead means "reconnect" */
 TdsSession *worker_session = NULL;
 static MssqlServerOptions *session_opts = NULL;
-int			worker_utc_offset = 0;
+const char *worker_server_zone = NULL;
 
 /* Lives for the whole process; options and the like */
 static MemoryContext worker_context = NULL;
@@ -260,6 +261,35 @@ worker_data_query_mode(void)
 	return session_opts->data_query_mode;
 }
 
+/*
+ * How this connection turns SQL Server's local commit times into instants
+ * (cdc_clock.h): the zone, or the offset of each statement, which is said
+ * once per process because it makes a backlog across a DST change wrong.
+ */
+static void
+choose_commit_time_zone(void)
+{
+	static bool warned = false;
+	MemoryContext old = MemoryContextSwitchTo(worker_connection_context);
+
+	worker_server_zone = cdc_clock_zone(worker_session, session_opts->server_time_zone);
+	MemoryContextSwitchTo(old);
+	if (worker_server_zone != NULL)
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": commit times in time zone \"%s\"",
+								 worker_server_name, worker_server_zone)));
+	else if (!warned)
+	{
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": SQL Server does not name its time zone, so commit times use its UTC offset at the time they are read",
+						worker_server_name),
+				 errdetail("A change committed before a daylight-saving change and read after it gets a commit time off by the change."),
+				 errhint("Set the server option server_time_zone to the server's Windows time zone (sys.time_zone_info), e.g. ALTER SERVER %s OPTIONS (ADD server_time_zone 'W. Europe Standard Time').",
+						 quote_identifier(worker_server_name))));
+		warned = true;
+	}
+}
+
 static void
 ensure_connected(void)
 {
@@ -274,7 +304,7 @@ ensure_connected(void)
 	worker_session = tds_session_try_open(session_opts, &connect_error);
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
-	worker_utc_offset = cdc_query_utc_offset(worker_session);
+	choose_commit_time_zone();
 	warned_no_max_lsn = false;
 	worker_snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
 }
@@ -348,7 +378,7 @@ run_iteration(void)
 	if (!worker_check_cdc_enabled(tables))
 		return false;
 
-	if (!cdc_poll_max_lsn(worker_session, worker_utc_offset, &max_lsn, &max_time))
+	if (!cdc_poll_max_lsn(worker_session, worker_server_zone, &max_lsn, &max_time))
 	{
 		cdc_slot_report_poll(NULL, 0);
 		capture_stall_observe(worker_server_name, NULL);
