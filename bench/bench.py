@@ -93,10 +93,13 @@ def prepare_postgres(pg, si):
             "CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
             "database 'cdcdb', query_timeout '600');"
             "CREATE USER MAPPING FOR postgres SERVER src OPTIONS (username 'sa', password '%s');"
+            "CREATE SERVER src_fn FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
+            "database 'cdcdb', query_timeout '600', data_query_mode 'function');"
+            "CREATE USER MAPPING FOR postgres SERVER src_fn OPTIONS (username 'sa', password '%s');"
             "CREATE SERVER fdw FOREIGN DATA WRAPPER tds_fdw OPTIONS (servername '127.0.0.1', port '%d', "
             "database 'cdcdb', tds_version '7.4');"
             "CREATE USER MAPPING FOR postgres SERVER fdw OPTIONS (username 'sa', password '%s');"
-            % (si.port, SA_PASSWORD, si.port, SA_PASSWORD))
+            % (si.port, SA_PASSWORD, si.port, SA_PASSWORD, si.port, SA_PASSWORD))
 
 
 def main():

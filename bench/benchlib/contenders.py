@@ -98,30 +98,31 @@ def tds_fdw_insert(pg, foreign_table, target, timeout=3600):
     return {"rows": int(pg.psql("SELECT count(*) FROM %s" % target)), "seconds": seconds}
 
 
-def worker_pid(pg, timeout=60):
+def worker_pid(pg, timeout=60, server="src"):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        pid = pg.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker' LIMIT 1")
+        pid = pg.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker' "
+                      "AND application_name = 'mssql_cdc worker %s' LIMIT 1" % server)
         if pid.isdigit():
             return int(pid)
         time.sleep(0.1)
     raise RuntimeError("no mssql_cdc worker is running (see %s)" % pg.logfile)
 
 
-def status(pg, source_table):
+def status(pg, source_table, server="src"):
     row = pg.psql("SELECT state, rows_applied, snapshot_rows, coalesce(last_error, '') FROM mssql_cdc.status "
-                  "WHERE source_table = 'dbo.%s'" % source_table)
+                  "WHERE source_table = 'dbo.%s' AND server = '%s'" % (source_table, server))
     state, applied, snap, err = row.split("|", 3)
     return state, int(applied), int(snap), err
 
 
-def wait_until(pg, source_table, done, timeout, poll=0.05):
+def wait_until(pg, source_table, done, timeout, poll=0.05, server="src"):
     """Poll mssql_cdc.status until done(state, rows_applied, snapshot_rows);
     an 'error' state that persists is a failure, not a slow run."""
     deadline = time.time() + timeout
     errors_since = None
     while True:
-        st = status(pg, source_table)
+        st = status(pg, source_table, server)
         if done(*st[:3]):
             return st
         if st[0] == "error":
