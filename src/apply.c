@@ -71,6 +71,9 @@ typedef enum StagingSource
 	FROM_UPDATE_MASK
 } StagingSource;
 
+/* the staging key's columns, which every staging table must have */
+#define KEY_COLUMNS ((1 << FROM_LSN) | (1 << FROM_COMMAND_ID) | (1 << FROM_SEQVAL) | (1 << FROM_OPERATION))
+
 typedef struct StagingColumn
 {
 	char	   *name;
@@ -196,7 +199,6 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 		ncols++;
 	}
 
-#define KEY_COLUMNS ((1 << FROM_LSN) | (1 << FROM_COMMAND_ID) | (1 << FROM_SEQVAL) | (1 << FROM_OPERATION))
 	if ((seen_meta & KEY_COLUMNS) != KEY_COLUMNS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
