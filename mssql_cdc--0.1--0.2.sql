@@ -8,6 +8,242 @@
 \echo Use "ALTER EXTENSION mssql_cdc UPDATE TO '0.2'" to load this file. \quit
 
 -- ---------------------------------------------------------------------------
+-- Operator controls (issue 18): per-table pause/resume, start_at,
+-- reset_table, snapshot_filter, alter_table; partitioned staging tables with
+-- retention; geometry/geography as PostGIS types.
+-- ---------------------------------------------------------------------------
+-- (defaults set after the columns are filled, so that the upgraded table has
+-- no "missing values" that a fresh one does not: t/012_upgrade.pl)
+ALTER TABLE mssql_cdc.tables
+	ADD COLUMN paused boolean,
+	ADD COLUMN snapshot_filter text,
+	ADD COLUMN settings_version bigint,
+	ADD COLUMN partition_interval interval,
+	ADD COLUMN retention interval,
+	ADD COLUMN spatial_postgis boolean;
+-- 0.1 staged geometry/geography as text
+UPDATE mssql_cdc.tables SET paused = false, settings_version = 1, spatial_postgis = false;
+ALTER TABLE mssql_cdc.tables
+	ALTER COLUMN paused SET DEFAULT false,
+	ALTER COLUMN paused SET NOT NULL,
+	ALTER COLUMN settings_version SET DEFAULT 1,
+	ALTER COLUMN settings_version SET NOT NULL,
+	ALTER COLUMN spatial_postgis SET DEFAULT false,
+	ALTER COLUMN spatial_postgis SET NOT NULL;
+ALTER TABLE mssql_cdc.table_state ADD COLUMN reset_at timestamptz;
+
+-- The partitions of partitioned staging tables, oldest first.  Written by
+-- add_table (the first one) and by the worker when it closes a partition,
+-- opens the next and drops old ones, in the transactions of that DDL.
+-- Dumped like the staging tables it describes.
+CREATE TABLE mssql_cdc.staging_partitions (
+	table_id integer NOT NULL REFERENCES mssql_cdc.tables (table_id) ON DELETE CASCADE,
+	partition_number integer NOT NULL,		-- 1, 2, ... in LSN order
+	partition_name name NOT NULL,			-- in the staging table's schema
+	from_lsn mssql_cdc.lsn,					-- lower bound (inclusive); NULL: MINVALUE
+	to_lsn mssql_cdc.lsn,					-- upper bound (exclusive); NULL: open (MAXVALUE)
+	opened_at timestamptz NOT NULL,
+	closed_at timestamptz,
+	newest_commit_time timestamptz,			-- source commit time of its newest change, when closed
+	PRIMARY KEY (table_id, partition_number),
+	UNIQUE (table_id, partition_name)
+);
+REVOKE ALL ON mssql_cdc.staging_partitions FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.staging_partitions TO pg_monitor;
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.staging_partitions', '');
+
+-- add_table gets new arguments: a new signature.  EXECUTE granted on the
+-- old one is carried over to the new one.
+SELECT pg_catalog.set_config('mssql_cdc_upgrade.add_table_grantees',
+	coalesce(pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ','), ''), true)
+  FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a, pg_catalog.pg_roles r
+ WHERE p.oid = 'mssql_cdc.add_table(name, text, text, text, text, text)'::pg_catalog.regprocedure
+   AND a.privilege_type = 'EXECUTE' AND a.grantee = r.oid AND a.grantee <> p.proowner;
+DROP FUNCTION mssql_cdc.add_table(name, text, text, text, text, text);
+CREATE FUNCTION mssql_cdc.add_table(
+	server name,
+	source_table text,
+	staging_table text DEFAULT NULL,
+	snapshot_mode text DEFAULT 'initial',
+	capture_instance text DEFAULT NULL,
+	on_retention_overrun text DEFAULT 'error',
+	start_at text DEFAULT NULL,
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) IS
+	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) FROM PUBLIC;
+DO $upgrade$
+DECLARE
+	grantee text;
+BEGIN
+	FOREACH grantee IN ARRAY pg_catalog.string_to_array(
+		pg_catalog.current_setting('mssql_cdc_upgrade.add_table_grantees'), ',')
+	LOOP
+		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) TO '
+			OPERATOR(pg_catalog.||) grantee;
+	END LOOP;
+END
+$upgrade$;
+
+CREATE FUNCTION mssql_cdc.alter_table(
+	server name,
+	source_table text,
+	on_retention_overrun text DEFAULT NULL,
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) IS
+	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
+
+CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_pause_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.pause(name, text) IS
+	'Stop capturing one table until mssql_cdc.resume(server, table); the server''s other tables go on';
+
+CREATE FUNCTION mssql_cdc.resume(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_resume_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.resume(name, text) IS
+	'Restart capture of a paused table from its checkpoint';
+
+CREATE FUNCTION mssql_cdc.reset_table(server name, source_table text, start_at text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'mssql_cdc_reset_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
+	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
+
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;
+
+CREATE OR REPLACE VIEW mssql_cdc.status AS
+SELECT
+	t.server_name AS server,
+	CASE WHEN t.source_schema OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_schema
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_schema, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)
+	CASE WHEN t.source_table OPERATOR(pg_catalog.~) '^[A-Za-z_][A-Za-z0-9_@#$]*$'
+		THEN t.source_table
+		ELSE '[' OPERATOR(pg_catalog.||) pg_catalog.replace(t.source_table, ']', ']]') OPERATOR(pg_catalog.||) ']'
+	END AS source_table,
+	pg_catalog.quote_ident(t.staging_schema) OPERATOR(pg_catalog.||) '.'
+		OPERATOR(pg_catalog.||) pg_catalog.quote_ident(t.staging_table) AS staging_table,
+	CASE
+		WHEN sv.paused OR t.paused THEN 'paused'
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error'
+			OR ts.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			OR w.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'error'
+		ELSE coalesce(ts.phase, 'pending')
+	END AS state,
+	ts.checkpoint_lsn,
+	w.source_max_lsn,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::double precision
+		ELSE pg_catalog.date_part('epoch', w.source_max_lsn_time OPERATOR(pg_catalog.-) ts.last_commit_time)
+	END AS lag_seconds,
+	CASE
+		WHEN ts.checkpoint_lsn IS NULL OR w.source_max_lsn IS NULL THEN NULL
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.>=) w.source_max_lsn THEN 0::bigint
+		-- counted by the worker for the checkpoint the tables share
+		WHEN ts.checkpoint_lsn OPERATOR(mssql_cdc.=) w.lag_base_lsn THEN w.lag_transactions
+		ELSE NULL
+	END AS lag_transactions,
+	coalesce(ts.rows_applied, 0) AS rows_applied,
+	coalesce(ts.transactions_applied, 0) AS transactions_applied,
+	coalesce(ts.snapshot_rows, 0) AS snapshot_rows,
+	ts.snapshot_total_estimate,
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'streaming' AND ts.snapshot_started_at IS NOT NULL
+			THEN 100::numeric(4,1)
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting'
+			AND ts.snapshot_total_estimate OPERATOR(pg_catalog.>) 0
+			-- the estimate comes from SQL Server statistics and can be exceeded
+			THEN least(100::numeric,
+				100::numeric OPERATOR(pg_catalog.*) ts.snapshot_rows
+				OPERATOR(pg_catalog./) ts.snapshot_total_estimate)::numeric(4,1)
+		ELSE NULL
+	END AS snapshot_percent,
+	-- average since the snapshot (or its resumption's original start) began
+	CASE
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'snapshotting' AND ts.snapshot_started_at IS NOT NULL
+			THEN round((ts.snapshot_rows::numeric OPERATOR(pg_catalog./)
+				greatest(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) ts.snapshot_started_at)::numeric,
+						 0.001))::numeric, 1)
+		ELSE NULL
+	END AS snapshot_rows_per_second,
+	CASE WHEN sv.last_error_at IS NOT NULL
+			AND (ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+		THEN sv.last_error ELSE ts.last_error
+	END AS last_error,
+	greatest(ts.last_error_at, sv.last_error_at) AS last_error_at,
+	-- The problem that is active now (doc/troubleshooting.md), chosen once
+	-- below in active.problem: condition and hint come from the same place.
+	CASE active.problem
+		WHEN 'table' THEN ts.condition
+		WHEN 'server' THEN sv.condition
+		WHEN 'server_warning' THEN sv.warning
+		WHEN 'table_warning' THEN ts.warning
+	END AS condition,
+	CASE active.problem
+		WHEN 'table' THEN ts.hint
+		WHEN 'server' THEN sv.hint
+		WHEN 'server_warning' THEN sv.warning_hint
+		WHEN 'table_warning' THEN ts.warning_hint
+	END AS hint,
+	w.pid AS worker_pid
+FROM mssql_cdc.tables t
+JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
+LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
+LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name
+-- the failure being retried or that parked the table (the newer one, as for
+-- last_error), else a warning; none while paused or once the next unit
+-- succeeded
+CROSS JOIN LATERAL (SELECT
+	CASE
+		WHEN sv.paused OR t.paused THEN NULL
+		WHEN ts.phase OPERATOR(pg_catalog.=) 'error' THEN 'table'
+		WHEN sv.consecutive_failures OPERATOR(pg_catalog.>) 0
+			AND (ts.consecutive_failures IS NULL OR ts.consecutive_failures OPERATOR(pg_catalog.=) 0
+				OR ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
+			THEN 'server'
+		WHEN ts.consecutive_failures OPERATOR(pg_catalog.>) 0 THEN 'table'
+		WHEN sv.warning IS NOT NULL THEN 'server_warning'
+		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
+			THEN 'table_warning'
+	END AS problem) active;
+
+-- check_server(): also checks every object the worker reads (issue 12,
+-- permissions); the function is unchanged, its comment says so.
+COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
+	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';
+
+-- Source identity and history fingerprint (issue 12, point 3: a source that
+-- went back in time; extension/20_catalog.sql, mssql_cdc.servers).
+ALTER TABLE mssql_cdc.servers
+	ADD COLUMN source_database_guid uuid,
+	ADD COLUMN source_recovery_fork_guid uuid,
+	ADD COLUMN fingerprint_window_end mssql_cdc.lsn,
+	ADD COLUMN fingerprint_lsn mssql_cdc.lsn,
+	ADD COLUMN fingerprint_tran_id bytea,
+	ADD COLUMN fingerprint_end_time timestamp;
+
+-- ---------------------------------------------------------------------------
 -- Execution order inside a source transaction (issue 12, point 1;
 -- doc/streaming.md "Order"): every staging table gets _cdc_command_id
 -- (SQL Server's __$command_id; 0 for the rows 0.1 staged) as its last column

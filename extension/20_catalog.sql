@@ -26,7 +26,21 @@ CREATE TABLE mssql_cdc.servers (
 	-- a problem that does not stop the worker (e.g. capture_job_stalled), set
 	-- and cleared by the worker itself; shown while it is set
 	warning text,
-	warning_hint text
+	warning_hint text,
+	-- The source's identity and a fingerprint of its history, to notice a
+	-- source that went back in time (restore, failover that lost the tail,
+	-- the server repointed at another copy; src/worker_timeline.c).
+	-- sys.database_recovery_status of the source database at first contact
+	-- (NULL while the login may not read it):
+	source_database_guid uuid,
+	source_recovery_fork_guid uuid,
+	-- the last real transaction of cdc.lsn_time_mapping at or below
+	-- fingerprint_window_end (the lead checkpoint when it was taken); its
+	-- LSN NULL when there was none
+	fingerprint_window_end mssql_cdc.lsn,
+	fingerprint_lsn mssql_cdc.lsn,
+	fingerprint_tran_id bytea,
+	fingerprint_end_time timestamp		-- tran_end_time, the source's local time
 );
 
 -- One row per captured SQL Server table.
@@ -48,7 +62,23 @@ CREATE TABLE mssql_cdc.tables (
 		CHECK (on_retention_overrun OPERATOR(pg_catalog.=) ANY (ARRAY['error', 'resnapshot']::pg_catalog.text[])),
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	UNIQUE (server_name, source_schema, source_table),
-	UNIQUE (staging_schema, staging_table)
+	UNIQUE (staging_schema, staging_table),
+	-- operator controls (0.2, doc/sql-api.md): pause(server, table) / resume
+	paused boolean NOT NULL DEFAULT false,
+	-- T-SQL predicate that limits the initial copy (validated by SQL Server)
+	snapshot_filter text,
+	-- counted up by every settings change (alter_table, pause ...): a window
+	-- or snapshot chunk applies only with the settings it was planned with
+	settings_version bigint NOT NULL DEFAULT 1,
+	-- partitioned staging table (staging_partitions.h): a new partition
+	-- every partition_interval; closed partitions whose newest change is
+	-- older than retention are dropped
+	partition_interval interval,
+	retention interval,
+	-- geometry/geography staged as PostGIS types (PostGIS was installed when
+	-- the table was added); kept, so a later CREATE EXTENSION postgis does
+	-- not change an existing staging table's columns
+	spatial_postgis boolean NOT NULL DEFAULT false
 );
 
 -- Progress of one table, written by the worker in the same transaction as
@@ -79,11 +109,36 @@ CREATE TABLE mssql_cdc.table_state (
 	-- while the table is pending or snapshotting
 	warning text,
 	warning_hint text,
-	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+	updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	-- set by mssql_cdc.reset_table(): the one other way a checkpoint may
+	-- move back (the guard below allows it when this changes with it)
+	reset_at timestamptz
 );
 
--- Invariant 5: progress never goes backwards.  The only way back is an
--- explicit re-snapshot, which clears the checkpoint and sets phase 'pending'.
+-- The partitions of partitioned staging tables, oldest first.  Written by
+-- add_table (the first one) and by the worker when it closes a partition,
+-- opens the next and drops old ones, in the transactions of that DDL.
+-- Dumped like the staging tables it describes.
+CREATE TABLE mssql_cdc.staging_partitions (
+	table_id integer NOT NULL REFERENCES mssql_cdc.tables (table_id) ON DELETE CASCADE,
+	partition_number integer NOT NULL,		-- 1, 2, ... in LSN order
+	partition_name name NOT NULL,			-- in the staging table's schema
+	from_lsn mssql_cdc.lsn,					-- lower bound (inclusive); NULL: MINVALUE
+	to_lsn mssql_cdc.lsn,					-- upper bound (exclusive); NULL: open (MAXVALUE)
+	opened_at timestamptz NOT NULL,
+	closed_at timestamptz,
+	newest_commit_time timestamptz,			-- source commit time of its newest change, when closed
+	PRIMARY KEY (table_id, partition_number),
+	UNIQUE (table_id, partition_name)
+);
+REVOKE ALL ON mssql_cdc.staging_partitions FROM PUBLIC;
+GRANT SELECT ON mssql_cdc.staging_partitions TO pg_monitor;
+SELECT pg_catalog.pg_extension_config_dump('mssql_cdc.staging_partitions', '');
+
+-- Invariant 5: progress never goes backwards.  The only ways back are an
+-- explicit re-snapshot, which clears the checkpoint and sets phase 'pending',
+-- and mssql_cdc.reset_table(), which sets reset_at in the same update (and
+-- removes the staging rows after the new position in the same transaction).
 CREATE FUNCTION mssql_cdc.table_state_guard() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'mssql_cdc_table_state_guard' LANGUAGE C;
 CREATE TRIGGER table_state_checkpoint_never_backwards

@@ -13,11 +13,15 @@ CREATE FUNCTION mssql_cdc.add_table(
 	staging_table text DEFAULT NULL,
 	snapshot_mode text DEFAULT 'initial',
 	capture_instance text DEFAULT NULL,
-	on_retention_overrun text DEFAULT 'error')
+	on_retention_overrun text DEFAULT 'error',
+	start_at text DEFAULT NULL,
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
 
 CREATE FUNCTION mssql_cdc.remove_table(server name, source_table text)
@@ -48,7 +52,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.resnapshot(name, text) IS
 	'Discard a table''s progress and copy it again from a new snapshot';
 
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) FROM PUBLIC;
 CREATE FUNCTION mssql_cdc.set_table_option(server name, source_table text, option text, value text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_set_table_option'
@@ -61,3 +65,44 @@ REVOKE ALL ON FUNCTION mssql_cdc.set_table_option(name, text, text, text) FROM P
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resnapshot(name, text) FROM PUBLIC;
+
+-- Operator controls (0.2): per-table settings, pause/resume of one table,
+-- a move to a point CDC still keeps.
+CREATE FUNCTION mssql_cdc.alter_table(
+	server name,
+	source_table text,
+	on_retention_overrun text DEFAULT NULL,
+	snapshot_filter text DEFAULT NULL,
+	partition_interval interval DEFAULT NULL,
+	retention interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) IS
+	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
+
+CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_pause_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.pause(name, text) IS
+	'Stop capturing one table until mssql_cdc.resume(server, table); the server''s other tables go on';
+
+CREATE FUNCTION mssql_cdc.resume(server name, source_table text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'mssql_cdc_resume_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.resume(name, text) IS
+	'Restart capture of a paused table from its checkpoint';
+
+CREATE FUNCTION mssql_cdc.reset_table(server name, source_table text, start_at text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'mssql_cdc_reset_table'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
+	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
+
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;

@@ -20,7 +20,7 @@ SELECT
 	pg_catalog.quote_ident(t.staging_schema) OPERATOR(pg_catalog.||) '.'
 		OPERATOR(pg_catalog.||) pg_catalog.quote_ident(t.staging_table) AS staging_table,
 	CASE
-		WHEN sv.paused THEN 'paused'
+		WHEN sv.paused OR t.paused THEN 'paused'
 		WHEN ts.phase OPERATOR(pg_catalog.=) 'error'
 			OR ts.consecutive_failures OPERATOR(pg_catalog.>) 0
 			OR sv.consecutive_failures OPERATOR(pg_catalog.>) 0
@@ -93,7 +93,7 @@ LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.s
 -- succeeded
 CROSS JOIN LATERAL (SELECT
 	CASE
-		WHEN sv.paused THEN NULL
+		WHEN sv.paused OR t.paused THEN NULL
 		WHEN ts.phase OPERATOR(pg_catalog.=) 'error' THEN 'table'
 		WHEN sv.consecutive_failures OPERATOR(pg_catalog.>) 0
 			AND (ts.consecutive_failures IS NULL OR ts.consecutive_failures OPERATOR(pg_catalog.=) 0

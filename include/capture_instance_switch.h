@@ -68,7 +68,10 @@ typedef enum CiPlanKind
 	CI_SWITCH,					/* from >= S: read the successor, switch now */
 	CI_WAIT,					/* nothing readable yet: sit this window out */
 	CI_NOT_VISIBLE,				/* recorded instance gone, no other: explain */
-	CI_LOST_CHANGES				/* recorded gone, successor starts after from */
+	CI_LOST_CHANGES,			/* recorded gone, successor starts after from */
+	CI_READ_PREDECESSOR			/* switched, but this window is a transaction that
+								 * began before the recorded instance's start: read
+								 * it from the older instance (ci_route_open_transactions) */
 } CiPlanKind;
 
 typedef struct CiPlan
@@ -76,6 +79,7 @@ typedef struct CiPlan
 	CiPlanKind	kind;
 	const SourceInstance *current;	/* NULL when not listed */
 	const SourceInstance *successor;	/* NULL when none */
+	const SourceInstance *predecessor;	/* older instance still listed, or NULL */
 } CiPlan;
 
 /*
@@ -85,6 +89,22 @@ typedef struct CiPlan
  */
 extern CiPlan ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTable *table,
 								 const MssqlLsn *from);
+
+/*
+ * A transaction that was open across sys.sp_cdc_enable_table began before
+ * the new instance's start S and commits after it: the new instance may
+ * lack its changes from before S (SQL Server may or may not make the enable
+ * wait for it), the older one has them all.  So while the older instance
+ * exists, every transaction committed at or after S whose
+ * cdc.lsn_time_mapping.tran_begin_lsn is below S is read from the older
+ * one: a window that would read the newer instance ends before the first
+ * such transaction, and one that starts with it reads the older instance
+ * for that transaction alone (the switch waits for it, or, after the
+ * switch, plan CI_READ_PREDECESSOR).  One query of cdc.lsn_time_mapping per
+ * window, only while a table has two instances.  May lower *window_max.
+ */
+extern void ci_route_open_transactions(TdsSession *session, CiPlan *plan, const MssqlLsn *from,
+									   MssqlLsn *window_max);
 
 /*
  * The recorded capture instance is not listed and no other is: dropped

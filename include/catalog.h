@@ -81,6 +81,12 @@ typedef struct MssqlCdcTable
 	MssqlLsn	snapshot_lsn;
 	List	   *snapshot_last_key;	/* of char *, NIL if none */
 	int64		snapshot_rows;
+	/* operator controls (0.2) */
+	bool		paused;			/* pause(server, table): no windows, no chunks */
+	char	   *snapshot_filter;	/* T-SQL predicate of the initial copy, or NULL */
+	int64		settings_version;	/* what the settings above were read as */
+	bool		partitioned;	/* partition_interval set: staging_partitions.h */
+	bool		spatial_postgis;	/* geometry/geography staged as PostGIS types */
 } MssqlCdcTable;
 
 /* The extension's owner, or InvalidOid if the extension is not installed. */

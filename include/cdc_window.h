@@ -24,6 +24,16 @@
 #include "tds_session.h"
 
 /*
+ * The server's offset from UTC in minutes now, and a naive SQL Server
+ * datetime column of the current row shifted by such an offset (false for
+ * NULL).  For a single point in time (start_point.c); commit times of
+ * changes go through cdc_clock.h, which stays right across DST changes.
+ */
+extern int	cdc_query_utc_offset(TdsSession *session);
+extern bool cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
+							   TimestampTz *result);
+
+/*
  * sys.fn_cdc_get_max_lsn() and the commit time of that LSN (converted as
  * cdc_clock.h says, server_zone NULL: by the offset).  False when it is NULL
  * (the capture job has not run yet).

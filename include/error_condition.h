@@ -42,6 +42,8 @@
 #define COND_NO_PRIMARY_KEY				"no_primary_key"
 #define COND_MALFORMED_RESPONSE			"malformed_response"
 #define COND_ENCRYPTION_UNAVAILABLE		"encryption_unavailable"
+/* restore, failover that lost the tail, server repointed: src/worker_timeline.c */
+#define COND_SOURCE_WENT_BACK			"source_went_back"
 
 
 /* Conditions of the staging table (Postgres) */

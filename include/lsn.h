@@ -56,6 +56,8 @@ extern int	mssql_lsn_cmp(const MssqlLsn *a, const MssqlLsn *b);
 extern bool mssql_lsn_increment(const MssqlLsn *lsn, MssqlLsn *result);
 
 /* True for 0x00000000000000000000 (what fn_cdc_get_min_lsn returns for "no access") */
+/* lsn - 1 (80-bit, with borrow); false for zero, which has no predecessor */
+extern bool mssql_lsn_decrement(const MssqlLsn *lsn, MssqlLsn *result);
 extern bool mssql_lsn_is_zero(const MssqlLsn *lsn);
 
 #endif							/* MSSQL_CDC_LSN_H */

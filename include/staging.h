@@ -62,12 +62,14 @@ extern char *staging_column_name(const char *source_name);
  * The SQL that creates the staging table: CREATE TABLE with the primary key,
  * then COMMENT ON TABLE naming the source (source_label, e.g.
  * 'dbo.orders of server "erp", capture instance dbo_orders').  Only staged
- * columns of cols are used.  Raises for a reserved or duplicate column name
+ * columns of cols are used.  partition_by, when not NULL, makes it a
+ * partitioned table ("RANGE (_cdc_lsn)", see staging_partitions.h).  Raises for a reserved or duplicate column name
  * and for unsupported types.
  */
 extern char *staging_build_ddl(const char *staging_schema, const char *staging_table,
 							   const char *source_label,
-							   const MssqlColumn *cols, int ncols);
+							   const MssqlColumn *cols, int ncols,
+							   const char *partition_by);
 
 /*
  * Create the staging table in the current transaction (SPI), owned by the
@@ -75,7 +77,8 @@ extern char *staging_build_ddl(const char *staging_schema, const char *staging_t
  */
 extern void staging_create_table(const char *staging_schema, const char *staging_table,
 								 const char *source_label,
-								 const MssqlColumn *cols, int ncols);
+								 const MssqlColumn *cols, int ncols,
+								 const char *partition_by);
 
 /*
  * Verify that an existing staging table still has every expected column

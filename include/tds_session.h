@@ -258,6 +258,12 @@ extern void tds_expect_col_source_type(TdsSession *session, int col,
  */
 extern bool tds_fetch_lsn(TdsSession *session, const char *sql, MssqlLsn *lsn);
 
+/*
+ * A binary(10) column of the current row as an LSN; false for NULL, raises
+ * if it is not a 10-byte binary value.
+ */
+extern bool tds_col_lsn(TdsSession *session, int col, MssqlLsn *lsn);
+
 /* T-SQL quoting: tds_quote_ident("a]b") = "[a]]b]" */
 extern char *tds_quote_ident(const char *ident);
 

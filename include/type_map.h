@@ -44,7 +44,21 @@ typedef struct MssqlColumn
 	bool		is_key;			/* part of the primary key */
 	int			key_ordinal;	/* 1-based position in the key, 0 if not a key column */
 	bool		captured;		/* in the capture instance's column list */
+	char	   *collation;		/* COLLATION_NAME of a character column, else NULL */
+	/* geometry/geography land as PostGIS types (the table was added with PostGIS) */
+	bool		spatial_postgis;
 } MssqlColumn;
+
+/*
+ * Whether PostGIS is installed in the current database: then add_table,
+ * describe_source and map_type map geometry/geography to PostGIS types
+ * (set MssqlColumn.spatial_postgis); a table keeps the choice it was added
+ * with (tables.spatial_postgis).
+ */
+extern bool mssql_postgis_installed(void);
+
+/* Set spatial_postgis on every column of cols */
+extern void mssql_columns_set_postgis(MssqlColumn *cols, int ncols, bool postgis);
 
 /* The column goes into the staging table: captured and not computed. */
 extern bool source_column_is_staged(const MssqlColumn *col);

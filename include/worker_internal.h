@@ -76,6 +76,7 @@ extern SnapshotIsolation worker_snapshot_isolation;
  */
 extern void worker_begin_xact(void);
 extern void worker_commit_xact(void);
+extern void worker_abort_xact(void);
 extern void worker_clear_context(void);
 
 /*
@@ -134,6 +135,26 @@ extern bool worker_apply_window(MssqlCdcServer *server, List *group,
 
 /* list_sort comparator: by checkpoint, then table id */
 extern int	worker_compare_by_checkpoint(const ListCell *a, const ListCell *b);
+
+/* ---- worker_staging.c --------------------------------------------------- */
+
+/* Partitioned staging tables: rollover and retention, between windows */
+extern void worker_maintain_staging(List *tables);
+
+/* ---- worker_timeline.c -------------------------------------------------- */
+
+/*
+ * A source that went back in time (restore, failover, repointed server):
+ * before the windows of a poll; false after parking the tables that hold a
+ * position (the iteration stops there).
+ */
+extern bool worker_check_timeline(List *tables, const MssqlLsn *max_lsn);
+
+/* A new connection probes the source's identity again. */
+extern void worker_timeline_forget(void);
+
+/* A table takes a position at lsn: remember the history up to it (in its transaction) */
+extern void worker_timeline_fingerprint_at(const MssqlLsn *lsn);
 
 /* ---- worker_snapshot.c -------------------------------------------------- */
 

@@ -23,7 +23,8 @@ SELECT p.oid::regprocedure AS function,
        pg_catalog.has_function_privilege('mssql_cdc_regress_user', p.oid, 'EXECUTE') AS public_may_execute
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = 'mssql_cdc'::regnamespace
-   AND p.proname IN ('add_table', 'remove_table', 'pause', 'resume', 'resnapshot', 'lsn_increment')
+   AND p.proname IN ('add_table', 'remove_table', 'pause', 'resume', 'resnapshot', 'lsn_increment',
+                     'alter_table', 'reset_table', 'set_table_option')
  ORDER BY 1::text;
 
 -- Catalog tables are private; the status view is for pg_monitor.

@@ -41,16 +41,21 @@
 #include "nodes/makefuncs.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
+#include "api_common.h"
 #include "catalog.h"
 #include "launcher.h"
 #include "mssql_cdc.h"
 #include "options.h"
 #include "source_name.h"
+#include "snapshot_filter.h"
 #include "source_schema.h"
 #include "staging.h"
+#include "staging_partitions.h"
+#include "start_point.h"
 #include "tds_session.h"
 
 PG_FUNCTION_INFO_V1(mssql_cdc_add_table);
@@ -59,46 +64,6 @@ PG_FUNCTION_INFO_V1(mssql_cdc_pause);
 PG_FUNCTION_INFO_V1(mssql_cdc_resume);
 PG_FUNCTION_INFO_V1(mssql_cdc_resnapshot);
 PG_FUNCTION_INFO_V1(mssql_cdc_set_table_option);
-
-/*
- * Switch to the extension owner and connect SPI.  An error before
- * end_catalog_write() is fine: transaction abort restores the user id.
- */
-static void
-begin_catalog_write(CatalogOwnerScope *scope)
-{
-	catalog_become_owner(scope);
-	SPI_connect();
-}
-
-static void
-end_catalog_write(CatalogOwnerScope *scope)
-{
-	SPI_finish();
-	catalog_restore_user(scope);
-}
-
-static void
-require_argument(FunctionCallInfo fcinfo, int argno, const char *argname)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument \"%s\" must not be NULL", argname)));
-}
-
-static void
-parse_source_table(const char *input, char **schema, char **table)
-{
-	char	   *problem = mssql_parse_qualified_name(input, schema, table);
-
-	if (problem)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid SQL Server table name \"%s\"", input),
-				 errdetail("%s", problem),
-				 errhint("Write the name as SQL Server does: dbo.orders, or [my schema].[my table]; a name without schema means dbo.")));
-}
 
 /*
  * A non-superuser must be able to use the server and have credentials for
@@ -111,108 +76,6 @@ check_server_access(Oid caller, ForeignServer *server)
 	if (superuser_arg(caller))
 		return;
 	mssql_cdc_check_server_access(caller, server);
-}
-
-/* Changes to a server in use need the privileges of the role it runs as. */
-static void
-check_run_as(Oid caller, const char *server_name, const char *run_as)
-{
-	Oid			run_as_oid = get_role_oid(run_as, true);
-
-	if (superuser_arg(caller))
-		return;
-	if (!OidIsValid(run_as_oid))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("server \"%s\" runs as role \"%s\", which no longer exists",
-						server_name, run_as),
-				 errhint("A superuser must change mssql_cdc.servers.run_as or remove the server's tables.")));
-	if (!has_privs_of_role(caller, run_as_oid))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to change server \"%s\"", server_name),
-				 errdetail("Capture from this server runs as role \"%s\".", run_as),
-				 errhint("Ask a member of role \"%s\" or a superuser.", run_as)));
-}
-
-/* ---- small SPI helpers (inside a catalog write scope) ---- */
-
-static Datum
-name_datum(const char *s)
-{
-	return DirectFunctionCall1(namein, CStringGetDatum(s));
-}
-
-/* Locks and reads the server row; returns run_as or NULL if absent. */
-static char *
-lock_server_row(const char *server_name, bool *paused)
-{
-	Oid			types[1] = {NAMEOID};
-	Datum		args[1];
-
-	args[0] = name_datum(server_name);
-	if (SPI_execute_with_args("SELECT run_as, paused FROM mssql_cdc.servers"
-							  " WHERE server_name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-							  1, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read mssql_cdc.servers");
-	if (SPI_processed == 0)
-		return NULL;
-	if (paused)
-	{
-		bool		isnull;
-
-		*paused = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-}
-
-/* table_id of a captured table, or 0 */
-static int32
-find_captured_table(const char *server_name, const char *schema, const char *table)
-{
-	Oid			types[3] = {NAMEOID, TEXTOID, TEXTOID};
-	Datum		args[3];
-	bool		isnull;
-
-	args[0] = name_datum(server_name);
-	args[1] = CStringGetTextDatum(schema);
-	args[2] = CStringGetTextDatum(table);
-	if (SPI_execute_with_args("SELECT table_id FROM mssql_cdc.tables"
-							  " WHERE server_name OPERATOR(pg_catalog.=) $1"
-							  " AND source_schema OPERATOR(pg_catalog.=) $2"
-							  " AND source_table OPERATOR(pg_catalog.=) $3",
-							  3, types, args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read mssql_cdc.tables");
-	if (SPI_processed == 0)
-		return 0;
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-									   SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/*
- * Reports an unknown server for the functions that change an existing one:
- * first whether the foreign server exists at all, then that it has nothing
- * captured.
- */
-static void
-report_server_not_in_use(const char *server_name)
-{
-	(void) mssql_cdc_get_server_by_name(server_name);
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("server \"%s\" has no captured tables", server_name),
-			 errhint("Start capturing with mssql_cdc.add_table().")));
-}
-
-static void
-report_table_not_captured(const char *server_name, const char *schema, const char *table)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("table %s of server \"%s\" is not captured",
-					mssql_display_name(schema, table), server_name),
-			 errhint("Names must match mssql_cdc.tables exactly, including case.")));
 }
 
 /*
@@ -263,8 +126,8 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
 				 errmsg("relation \"%s.%s\" already exists", nspname, relname),
 				 errhint("mssql_cdc creates the staging table itself; choose a free name with the staging_table argument.")));
 
-	args[0] = name_datum(nspname);
-	args[1] = name_datum(relname);
+	args[0] = api_name_datum(nspname);
+	args[1] = api_name_datum(relname);
 	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.tables"
 							  " WHERE staging_schema OPERATOR(pg_catalog.=) $1"
 							  " AND staging_table OPERATOR(pg_catalog.=) $2",
@@ -278,31 +141,20 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
 				 errhint("Choose another name with the staging_table argument.")));
 }
 
-/* The LSN just before lsn (80-bit -1 with borrow); lsn must not be zero. */
-static void
-lsn_decrement(const MssqlLsn *lsn, MssqlLsn *result)
-{
-	int			i;
-
-	*result = *lsn;
-	for (i = MSSQL_LSN_BYTES - 1; i >= 0; i--)
-	{
-		if (result->bytes[i]-- != 0)
-			break;
-	}
-}
-
 /*
  * Check the source on SQL Server, as the caller (its user mapping): the
  * table exists, CDC is enabled, the capture instance is found.  For
  * snapshot_mode 'never' also the position streaming starts after: the
  * source's max LSN now, or just before the capture instance's first LSN
  * when it started later (otherwise the worker's retention check would see
- * "changes removed" where there never were any).
+ * "changes removed" where there never were any).  With start_at, the
+ * position is the checkpoint just before that point instead (refused when
+ * CDC no longer keeps it); a snapshot_filter is parsed by SQL Server.
  */
 static MssqlSourceTable *
 check_source(ForeignServer *server, Oid caller, const char *schema, const char *table,
-			 const char *capture_instance, MssqlSnapshotMode mode, MssqlLsn *start)
+			 const char *capture_instance, MssqlSnapshotMode mode,
+			 const StartPoint *start_at, const char *snapshot_filter, MssqlLsn *start)
 {
 	MssqlServerOptions *opts = mssql_cdc_get_server_options(server->serverid, caller);
 	TdsSession *volatile session = tds_session_open(opts);
@@ -324,7 +176,11 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 							mssql_display_name(schema, table), server->servername),
 					 errdetail("snapshot_mode 'initial' pages the copy by primary key so that it can resume and hand over to streaming exactly."),
 					 errhint("Add a primary key to the source table, or use snapshot_mode => 'never' to stream its changes from now on.")));
-		if (mode == MSSQL_SNAPSHOT_NEVER)
+		if (snapshot_filter != NULL)
+			snapshot_filter_validate(session, schema, table, snapshot_filter);
+		if (start_at != NULL)
+			start_point_resolve(session, src->capture_instance->name, start_at, start);
+		else if (mode == MSSQL_SNAPSHOT_NEVER)
 		{
 			const MssqlCaptureInstance *ci = src->capture_instance;
 
@@ -342,7 +198,7 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 								ci->name),
 						 errhint("Wait for the SQL Server capture job to run, then try again.")));
 			if (mssql_lsn_cmp(&ci->start_lsn, start) > 0 && !mssql_lsn_is_zero(&ci->start_lsn))
-				lsn_decrement(&ci->start_lsn, start);
+				(void) mssql_lsn_decrement(&ci->start_lsn, start);
 		}
 	}
 	PG_FINALLY();
@@ -354,35 +210,11 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 }
 
 /*
- * The on_retention_overrun policy named by the user, checked against the
- * table's snapshot mode: a 'never' table has no snapshot to take again, so
- * 'resnapshot' would silently skip the removed changes.
- */
-static MssqlOverrunPolicy
-parse_overrun_policy(const char *name, MssqlSnapshotMode mode)
-{
-	MssqlOverrunPolicy policy;
-
-	if (!catalog_overrun_policy_from_name(name, &policy))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid on_retention_overrun \"%s\"", name),
-				 errhint("Valid values are: error (stop the table until mssql_cdc.resnapshot() is called), "
-						 "resnapshot (copy the table again by itself).")));
-	if (policy == MSSQL_OVERRUN_RESNAPSHOT && mode == MSSQL_SNAPSHOT_NEVER)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("on_retention_overrun 'resnapshot' needs snapshot_mode 'initial'"),
-				 errdetail("A table captured with snapshot_mode 'never' has no snapshot to copy again; "
-						   "changes removed by CDC cleanup would be skipped."),
-				 errhint("Use on_retention_overrun 'error', or add the table with snapshot_mode 'initial'.")));
-	return policy;
-}
-
-/*
  * mssql_cdc.add_table(server name, source_table text, staging_table text,
  *                     snapshot_mode text, capture_instance text,
- *                     on_retention_overrun text) → integer
+ *                     on_retention_overrun text, start_at text,
+ *                     snapshot_filter text, partition_interval interval,
+ *                     retention interval) → integer
  */
 Datum
 mssql_cdc_add_table(PG_FUNCTION_ARGS)
@@ -406,23 +238,30 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	CatalogOwnerScope scope;
 	MssqlSourceTable *src;
 	MssqlLsn	start_lsn;
+	StartPoint	start_point;
+	StartPoint *start_at = NULL;
+	char	   *snapshot_filter = NULL;
+	Interval   *partition_interval = PG_ARGISNULL(8) ? NULL : PG_GETARG_INTERVAL_P(8);
+	Interval   *retention = PG_ARGISNULL(9) ? NULL : PG_GETARG_INTERVAL_P(9);
+	char	   *first_partition = NULL;
+	bool		spatial_postgis;
 
-	require_argument(fcinfo, 0, "server");
-	require_argument(fcinfo, 1, "source_table");
-	require_argument(fcinfo, 3, "snapshot_mode");
-	require_argument(fcinfo, 5, "on_retention_overrun");
+	api_require_argument(fcinfo, 0, "server");
+	api_require_argument(fcinfo, 1, "source_table");
+	api_require_argument(fcinfo, 3, "snapshot_mode");
+	api_require_argument(fcinfo, 5, "on_retention_overrun");
 	server_name = NameStr(*PG_GETARG_NAME(0));
 	source_input = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
-	parse_source_table(source_input, &source_schema, &source_table);
+	api_parse_source_table(source_input, &source_schema, &source_table);
 
 	if (!catalog_snapshot_mode_from_name(mode_name, &mode))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid snapshot_mode \"%s\"", mode_name),
 				 errhint("Valid values are: initial (copy the table, then stream changes), never (stream changes from now on).")));
-	overrun = parse_overrun_policy(text_to_cstring(PG_GETARG_TEXT_PP(5)), mode);
+	overrun = api_parse_overrun_policy(text_to_cstring(PG_GETARG_TEXT_PP(5)), mode);
 
 	if (!PG_ARGISNULL(4))
 	{
@@ -437,6 +276,19 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to use the table's current capture instance.")));
 	}
 
+	if (!PG_ARGISNULL(6))
+	{
+		start_point_parse(text_to_cstring(PG_GETARG_TEXT_PP(6)), &start_point);
+		start_at = &start_point;
+	}
+	if (!PG_ARGISNULL(7))
+	{
+		snapshot_filter = text_to_cstring(PG_GETARG_TEXT_PP(7));
+		api_check_snapshot_filter(snapshot_filter, mode);
+	}
+
+	api_check_partitioning(partition_interval, retention, false);
+
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
 
@@ -448,9 +300,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		staging_names = textToQualifiedNameList(PG_GETARG_TEXT_PP(2));
 	staging_nspid = resolve_staging_namespace(staging_names, &staging_relname);
 
-	begin_catalog_write(&scope);
+	api_begin_catalog_write(&scope);
 
-	run_as = lock_server_row(server_name, NULL);
+	run_as = api_lock_server_row(server_name, NULL);
 	if (run_as == NULL)
 	{
 		/* first table of this server: it will run as the caller */
@@ -467,8 +319,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 					 errhint("CREATE USER MAPPING FOR %s SERVER %s OPTIONS (username '…', password '…');",
 							 quote_identifier(run_as), quote_identifier(server_name))));
 
-		args[0] = name_datum(server_name);
-		args[1] = name_datum(run_as);
+		args[0] = api_name_datum(server_name);
+		args[1] = api_name_datum(run_as);
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.servers (server_name, run_as)"
 								  " VALUES ($1, $2) ON CONFLICT (server_name) DO NOTHING",
 								  2, types, args, NULL, false, 0) != SPI_OK_INSERT)
@@ -476,17 +328,17 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		if (SPI_processed == 0)
 		{
 			/* a concurrent add_table created it first: its run_as rules */
-			run_as = lock_server_row(server_name, NULL);
+			run_as = api_lock_server_row(server_name, NULL);
 			if (run_as == NULL)
 				elog(ERROR, "server row of \"%s\" vanished", server_name);
-			check_run_as(caller, server_name, run_as);
+			api_check_run_as(caller, server_name, run_as);
 		}
 	}
 	else
-		check_run_as(caller, server_name, run_as);
+		api_check_run_as(caller, server_name, run_as);
 	run_as_oid = get_role_oid(run_as, false);
 
-	if (find_captured_table(server_name, source_schema, source_table) != 0)
+	if (api_find_captured_table(server_name, source_schema, source_table) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("table %s of server \"%s\" is already captured",
@@ -494,7 +346,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 				 errhint("Use mssql_cdc.resnapshot() to copy it again.")));
 
 	check_staging_name_free(staging_nspid, staging_relname, run_as_oid, run_as);
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 
 	/*
 	 * Only now, with every local check passed, ask SQL Server (a wrong
@@ -503,12 +355,15 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	 * table has, even when a second one is created for a schema change.
 	 */
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
-					   mode, &start_lsn);
+					   mode, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
+	/* geometry/geography as PostGIS types when PostGIS is there now, for good */
+	spatial_postgis = mssql_postgis_installed();
+	mssql_columns_set_postgis(src->columns, src->ncolumns, spatial_postgis);
 
 	/*
 	 * Owned by run_as, the role the worker writes it as (the caller has its
-	 * privileges: check_run_as), not by whichever member called.
+	 * privileges: api_check_run_as), not by whichever member called.
 	 */
 	{
 		Oid			save_userid;
@@ -517,37 +372,55 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
 		SetUserIdAndSecContext(run_as_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		staging_create_table(get_namespace_name(staging_nspid), staging_relname,
-							 source_label(src), src->columns, src->ncolumns);
+							 source_label(src), src->columns, src->ncolumns,
+							 partition_interval ? STAGING_PARTITION_BY : NULL);
+		if (partition_interval)
+			first_partition = staging_partitions_create_first(get_namespace_name(staging_nspid),
+															  staging_relname);
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 
-	begin_catalog_write(&scope);
+	api_begin_catalog_write(&scope);
 
 	{
-		Oid			types[8] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID};
-		Datum		args[8];
-		char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[12] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
+		TEXTOID, INTERVALOID, INTERVALOID, BOOLOID};
+		Datum		args[12];
+		char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull;
 
-		args[0] = name_datum(server_name);
+		args[0] = api_name_datum(server_name);
 		args[1] = CStringGetTextDatum(source_schema);
 		args[2] = CStringGetTextDatum(source_table);
 		args[3] = capture_instance ? CStringGetTextDatum(capture_instance) : (Datum) 0;
 		if (capture_instance == NULL)
 			nulls[3] = 'n';
-		args[4] = name_datum(get_namespace_name(staging_nspid));
-		args[5] = name_datum(staging_relname);
+		args[4] = api_name_datum(get_namespace_name(staging_nspid));
+		args[5] = api_name_datum(staging_relname);
 		args[6] = CStringGetTextDatum(catalog_snapshot_mode_name(mode));
 		args[7] = CStringGetTextDatum(catalog_overrun_policy_name(overrun));
+		args[8] = snapshot_filter ? CStringGetTextDatum(snapshot_filter) : (Datum) 0;
+		if (snapshot_filter == NULL)
+			nulls[8] = 'n';
+		args[9] = partition_interval ? IntervalPGetDatum(partition_interval) : (Datum) 0;
+		if (partition_interval == NULL)
+			nulls[9] = 'n';
+		args[10] = retention ? IntervalPGetDatum(retention) : (Datum) 0;
+		if (retention == NULL)
+			nulls[10] = 'n';
+		args[11] = BoolGetDatum(spatial_postgis);
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
 								  " source_table, capture_instance, staging_schema,"
-								  " staging_table, snapshot_mode, on_retention_overrun)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING table_id",
-								  8, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+								  " staging_table, snapshot_mode, on_retention_overrun,"
+								  " snapshot_filter, partition_interval, retention, spatial_postgis)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING table_id",
+								  12, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "could not insert into mssql_cdc.tables");
 		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 1, &isnull));
+		if (first_partition)
+			staging_partitions_register_first(table_id, first_partition);
 	}
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};
@@ -555,7 +428,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		char		lsn_text[MSSQL_LSN_TEXT_SIZE];
 
 		args[0] = Int32GetDatum(table_id);
-		if (mode == MSSQL_SNAPSHOT_NEVER)
+		if (mode == MSSQL_SNAPSHOT_NEVER || start_at != NULL)
 		{
 			/* streams from here on: the worker's first window starts after it */
 			mssql_lsn_format(&start_lsn, lsn_text);
@@ -571,45 +444,10 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not insert into mssql_cdc.table_state");
 	}
 
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 
 	mssql_cdc_wake_launcher_at_commit();
 	PG_RETURN_INT32(table_id);
-}
-
-/*
- * The common start of remove_table and resnapshot: check the (server,
- * source_table) arguments, lock the server's row, make sure the caller may
- * act for its run_as role, and find the captured table.  Returns the table
- * id, with the caller left inside begin_catalog_write(scope).
- */
-static int32
-begin_table_change(FunctionCallInfo fcinfo, Oid caller, CatalogOwnerScope *scope,
-				   char **server_name_out)
-{
-	char	   *server_name;
-	char	   *source_schema;
-	char	   *source_table;
-	char	   *run_as;
-	int32		table_id;
-
-	require_argument(fcinfo, 0, "server");
-	require_argument(fcinfo, 1, "source_table");
-	server_name = NameStr(*PG_GETARG_NAME(0));
-	parse_source_table(text_to_cstring(PG_GETARG_TEXT_PP(1)), &source_schema, &source_table);
-
-	begin_catalog_write(scope);
-
-	run_as = lock_server_row(server_name, NULL);
-	if (run_as == NULL)
-		report_server_not_in_use(server_name);
-	check_run_as(caller, server_name, run_as);
-
-	table_id = find_captured_table(server_name, source_schema, source_table);
-	if (table_id == 0)
-		report_table_not_captured(server_name, source_schema, source_table);
-	*server_name_out = server_name;
-	return table_id;
 }
 
 /* mssql_cdc.remove_table(server name, source_table text) → void */
@@ -624,7 +462,7 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	CatalogOwnerScope scope;
 
-	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
+	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, NULL);
 
 	{
 		Oid			types[1] = {INT4OID};
@@ -653,7 +491,7 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 		Oid			types[1] = {NAMEOID};
 		Datum		args[1];
 
-		args[0] = name_datum(server_name);
+		args[0] = api_name_datum(server_name);
 		if (SPI_execute_with_args("DELETE FROM mssql_cdc.servers s"
 								  " WHERE s.server_name OPERATOR(pg_catalog.=) $1"
 								  " AND NOT EXISTS (SELECT 1 FROM mssql_cdc.tables t"
@@ -663,7 +501,7 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 		last_table = (SPI_processed == 1);
 	}
 
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 
 	if (staging)
 		ereport(NOTICE,
@@ -688,7 +526,7 @@ set_server_paused(FunctionCallInfo fcinfo, bool pause)
 	bool		changed = false;
 	CatalogOwnerScope scope;
 
-	require_argument(fcinfo, 0, "server");
+	api_require_argument(fcinfo, 0, "server");
 	server_name = NameStr(*PG_GETARG_NAME(0));
 
 	/*
@@ -698,19 +536,19 @@ set_server_paused(FunctionCallInfo fcinfo, bool pause)
 	if (!pause)
 		(void) mssql_cdc_get_server_by_name(server_name);
 
-	begin_catalog_write(&scope);
+	api_begin_catalog_write(&scope);
 
-	run_as = lock_server_row(server_name, &paused);
+	run_as = api_lock_server_row(server_name, &paused);
 	if (run_as == NULL)
-		report_server_not_in_use(server_name);
-	check_run_as(caller, server_name, run_as);
+		api_report_server_not_in_use(server_name);
+	api_check_run_as(caller, server_name, run_as);
 
 	if (paused != pause)
 	{
 		Oid			types[2] = {NAMEOID, BOOLOID};
 		Datum		args[2];
 
-		args[0] = name_datum(server_name);
+		args[0] = api_name_datum(server_name);
 		args[1] = BoolGetDatum(pause);
 		if (SPI_execute_with_args("UPDATE mssql_cdc.servers SET paused = $2"
 								  " WHERE server_name OPERATOR(pg_catalog.=) $1",
@@ -719,7 +557,7 @@ set_server_paused(FunctionCallInfo fcinfo, bool pause)
 		changed = true;
 	}
 
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 
 	if (!changed)
 	{
@@ -764,7 +602,7 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 	Oid			types[1] = {INT4OID};
 	Datum		args[1];
 
-	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
+	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, NULL);
 
 	/* upsert: after a restore the progress row is absent */
 	args[0] = Int32GetDatum(table_id);
@@ -783,7 +621,7 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 							  1, types, args, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not update mssql_cdc.table_state");
 
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 
 	mssql_cdc_wake_launcher_at_commit();
 	PG_RETURN_VOID();
@@ -794,7 +632,8 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
  *                            value text) → void
  *
  * Change a per-table setting of a captured table; the same permission
- * rules as resnapshot.  Options: on_retention_overrun ('error' |
+ * rules as resnapshot.  Kept for 0.1 scripts: alter_table() is the
+ * function for table settings now.  Options: on_retention_overrun ('error' |
  * 'resnapshot').  The worker reads it at its next poll.
  */
 Datum
@@ -811,8 +650,8 @@ mssql_cdc_set_table_option(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		args[2];
 
-	require_argument(fcinfo, 2, "option");
-	require_argument(fcinfo, 3, "value");
+	api_require_argument(fcinfo, 2, "option");
+	api_require_argument(fcinfo, 3, "value");
 	option = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	value = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	if (strcmp(option, "on_retention_overrun") != 0)
@@ -821,7 +660,7 @@ mssql_cdc_set_table_option(PG_FUNCTION_ARGS)
 				 errmsg("unknown table option \"%s\"", option),
 				 errhint("Valid options are: on_retention_overrun.")));
 
-	table_id = begin_table_change(fcinfo, caller, &scope, &server_name);
+	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, NULL);
 
 	args[0] = Int32GetDatum(table_id);
 	if (SPI_execute_with_args("SELECT snapshot_mode FROM mssql_cdc.tables"
@@ -831,14 +670,16 @@ mssql_cdc_set_table_option(PG_FUNCTION_ARGS)
 		!catalog_snapshot_mode_from_name(SPI_getvalue(SPI_tuptable->vals[0],
 													  SPI_tuptable->tupdesc, 1), &mode))
 		elog(ERROR, "could not read mssql_cdc.tables");
-	policy = parse_overrun_policy(value, mode);
+	policy = api_parse_overrun_policy(value, mode);
 
+	/* like alter_table(on_retention_overrun => ...): from the next window on */
+	(void) api_lock_table_for_change(table_id);
 	args[1] = CStringGetTextDatum(catalog_overrun_policy_name(policy));
 	if (SPI_execute_with_args("UPDATE mssql_cdc.tables SET on_retention_overrun = $2"
 							  " WHERE table_id OPERATOR(pg_catalog.=) $1",
 							  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update mssql_cdc.tables");
 
-	end_catalog_write(&scope);
+	api_end_catalog_write(&scope);
 	PG_RETURN_VOID();
 }

@@ -5,8 +5,12 @@
  *		capture_instance_switch.h and doc/schema-evolution.md).
  *
  * Why the switch is at the new instance's start_lsn S and nowhere else:
- * both instances carry every change committed at or after S, and only the
- * old one has the changes before it.  Reading the old one below S and the
+ * both instances carry every change logged at or after S, and only the
+ * old one has the changes before it.  A transaction open across
+ * sys.sp_cdc_enable_table (began before S, commits after it) is the
+ * exception: its changes before S may be missing from the new instance, so
+ * such transactions are routed to the old one while it exists
+ * (ci_route_open_transactions, by cdc.lsn_time_mapping.tran_begin_lsn).  Reading the old one below S and the
  * new one from S on therefore gives every change exactly once.  The
  * window is cut (its end moved to S - 1) rather than split into two reads
  * of two instances, so one window still reads one instance per table and
@@ -100,7 +104,7 @@ CiPlan
 ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTable *table,
 				   const MssqlLsn *from)
 {
-	CiPlan		plan = {CI_READ_CURRENT, NULL, NULL};
+	CiPlan		plan = {CI_READ_CURRENT, NULL, NULL, NULL};
 	ListCell   *lc;
 
 	if (table->capture_instance == NULL)
@@ -122,7 +126,11 @@ ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTable *table,
 		/* only forward: an older instance never replaces the recorded one */
 		if (plan.current != NULL && plan.current->has_start_lsn && inst->has_start_lsn &&
 			mssql_lsn_cmp(&inst->start_lsn, &plan.current->start_lsn) <= 0)
+		{
+			/* but it still has transactions open across the switch */
+			plan.predecessor = inst;
 			continue;
+		}
 		/* SQL Server allows two instances per table: at most one other */
 		if (plan.successor == NULL ||
 			(inst->has_start_lsn && (!plan.successor->has_start_lsn ||
@@ -149,6 +157,63 @@ ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTable *table,
 	else
 		plan.kind = CI_LOST_CHANGES;
 	return plan;
+}
+
+void
+ci_route_open_transactions(TdsSession *session, CiPlan *plan, const MssqlLsn *from,
+						   MssqlLsn *window_max)
+{
+	const SourceInstance *newer;
+	StringInfoData sql;
+	char	   *start;
+	bool		seen = false;
+	bool		has_first = false;
+	bool		has_straggler = false;
+	MssqlLsn	first;
+	MssqlLsn	straggler;
+
+	/* the two readable instances: the one before S and the one from S */
+	if (plan->kind == CI_SWITCH && plan->current != NULL)
+		newer = plan->successor;
+	else if (plan->kind == CI_READ_CURRENT && plan->predecessor != NULL &&
+			 plan->current != NULL && plan->current->has_start_lsn &&
+			 plan->predecessor->has_start_lsn)
+		newer = plan->current;
+	else
+		return;
+	if (mssql_lsn_cmp(from, window_max) > 0)
+		return;
+
+	start = tds_format_lsn_literal(newer->start_lsn.bytes);
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "SELECT MIN(start_lsn),"
+					 " MIN(CASE WHEN tran_begin_lsn IS NULL OR tran_begin_lsn < %s THEN start_lsn END)"
+					 " FROM cdc.lsn_time_mapping"
+					 " WHERE start_lsn >= %s AND start_lsn <= %s AND tran_id <> 0x00",
+					 start, tds_format_lsn_literal(from->bytes), tds_format_lsn_literal(window_max->bytes));
+	tds_exec(session, sql.data);
+	while (tds_next_result(session))
+		while (tds_next_row(session))
+		{
+			if (seen)
+				continue;
+			seen = true;
+			tds_expect_num_cols(session, 2, "the transactions open across a capture-instance switch");
+			has_first = tds_col_lsn(session, 1, &first);
+			has_straggler = tds_col_lsn(session, 2, &straggler);
+		}
+	if (!has_straggler)
+		return;
+	if (has_first && mssql_lsn_cmp(&first, &straggler) == 0)
+	{
+		/* the window starts with such a transaction: it alone, from the older instance */
+		*window_max = straggler;
+		plan->kind = plan->kind == CI_SWITCH ? CI_READ_CURRENT : CI_READ_PREDECESSOR;
+		return;
+	}
+	/* the newer instance up to just before it */
+	(void) ci_lsn_decrement(&straggler, window_max);
 }
 
 bool
@@ -188,12 +253,13 @@ ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 	{
 		*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
 							table_display(table), server_name, table->capture_instance);
-		*hint = pstrdup("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), then call mssql_cdc.resnapshot().");
+		*hint = psprintf("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), or for an instance without a gating role GRANT SELECT ON [cdc].%s, then call mssql_cdc.resnapshot(); mssql_cdc.check_server() names the missing permission.",
+						 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", table->capture_instance)));
 		return;
 	}
 	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
 						table->capture_instance, table_display(table), server_name,
-						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped" : "");
+						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped or is not visible to this login" : "");
 	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
 					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
 }

@@ -296,7 +296,9 @@ catalog_get_server_tables(const char *server_name)
 							  " t.staging_table, t.snapshot_mode,"
 							  " coalesce(s.phase, 'pending'), s.checkpoint_lsn,"
 							  " s.snapshot_lsn, s.snapshot_last_key,"
-							  " coalesce(s.snapshot_rows, 0), t.on_retention_overrun"
+							  " coalesce(s.snapshot_rows, 0), t.on_retention_overrun,"
+							  " t.paused, t.snapshot_filter, t.settings_version,"
+							  " t.partition_interval IS NOT NULL, t.spatial_postgis"
 							  " FROM mssql_cdc.tables t"
 							  " LEFT JOIN mssql_cdc.table_state s"
 							  " ON s.table_id OPERATOR(pg_catalog.=) t.table_id"
@@ -334,6 +336,11 @@ catalog_get_server_tables(const char *server_name)
 		if (!catalog_overrun_policy_from_name(SPI_getvalue(tuple, desc, 14),
 											  &t->on_retention_overrun))
 			elog(ERROR, "unexpected on_retention_overrun in mssql_cdc.tables");
+		t->paused = DatumGetBool(SPI_getbinval(tuple, desc, 15, &isnull));
+		t->snapshot_filter = spi_text(tuple, desc, 16, caller_cxt);
+		t->settings_version = DatumGetInt64(SPI_getbinval(tuple, desc, 17, &isnull));
+		t->partitioned = DatumGetBool(SPI_getbinval(tuple, desc, 18, &isnull));
+		t->spatial_postgis = DatumGetBool(SPI_getbinval(tuple, desc, 19, &isnull));
 
 		old = MemoryContextSwitchTo(caller_cxt);
 		result = lappend(result, t);

@@ -22,10 +22,35 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "lsn.h"
 
 PG_FUNCTION_INFO_V1(mssql_cdc_table_state_guard);
+
+/*
+ * mssql_cdc.reset_table() moves a checkpoint to a chosen point, backwards
+ * too, and says so by setting reset_at in the same update (it removes the
+ * staging rows after that point in the same transaction).  A catalog from
+ * before 0.2 has no reset_at: no reset then.
+ */
+static bool
+is_reset(TupleDesc desc, HeapTuple oldtuple, HeapTuple newtuple)
+{
+	int			attno = SPI_fnumber(desc, "reset_at");
+	bool		old_null;
+	bool		new_null;
+	Datum		old_at;
+	Datum		new_at;
+
+	if (attno <= 0)
+		return false;
+	old_at = heap_getattr(oldtuple, attno, desc, &old_null);
+	new_at = heap_getattr(newtuple, attno, desc, &new_null);
+	if (new_null)
+		return false;
+	return old_null || DatumGetTimestampTz(old_at) != DatumGetTimestampTz(new_at);
+}
 
 Datum
 mssql_cdc_table_state_guard(PG_FUNCTION_ARGS)
@@ -78,7 +103,8 @@ mssql_cdc_table_state_guard(PG_FUNCTION_ARGS)
 				 errhint("Use mssql_cdc.resnapshot().")));
 	}
 
-	if (mssql_lsn_cmp(DatumGetMssqlLsnP(new_lsn), DatumGetMssqlLsnP(old_lsn)) < 0)
+	if (mssql_lsn_cmp(DatumGetMssqlLsnP(new_lsn), DatumGetMssqlLsnP(old_lsn)) < 0 &&
+		!is_reset(desc, oldtuple, newtuple))
 	{
 		char		oldbuf[MSSQL_LSN_TEXT_SIZE];
 		char		newbuf[MSSQL_LSN_TEXT_SIZE];
@@ -92,7 +118,7 @@ mssql_cdc_table_state_guard(PG_FUNCTION_ARGS)
 						DatumGetInt32(heap_getattr(newtuple, 1, desc, &isnull))),
 				 errdetail("The checkpoint is %s; the update would set it to %s.",
 						   oldbuf, newbuf),
-				 errhint("To start the table over, use mssql_cdc.resnapshot().")));
+				 errhint("To start the table over, use mssql_cdc.resnapshot(); to move it to a point CDC still keeps, mssql_cdc.reset_table().")));
 	}
 	return PointerGetDatum(newtuple);
 }

@@ -47,6 +47,51 @@ col_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 	return true;
 }
 
+int
+cdc_query_utc_offset(TdsSession *session)
+{
+	int			offset = 0;
+	bool		found = false;
+
+	tds_exec(session, "SELECT DATEPART(TZOFFSET, SYSDATETIMEOFFSET())");
+	while (tds_next_result(session))
+		while (tds_next_row(session))
+		{
+			char	   *text = tds_col_text(session, 1);
+
+			if (!found && text != NULL)
+			{
+				offset = pg_strtoint32(text);
+				found = true;
+			}
+		}
+	if (!found)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("SQL Server (server \"%s\") did not report its UTC offset",
+						tds_session_server_name(session))));
+	return offset;
+}
+
+bool
+cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
+				   TimestampTz *result)
+{
+	char	   *text = tds_col_text(session, col);
+	Timestamp	local;
+
+	if (text == NULL)
+		return false;
+	/* the exact text form of the naive datetime, read as if it were UTC ... */
+	local = DatumGetTimestamp(DirectFunctionCall3(timestamp_in,
+												  CStringGetDatum(text),
+												  ObjectIdGetDatum(InvalidOid),
+												  Int32GetDatum(-1)));
+	/* ... then shifted by the server's offset to the real instant */
+	*result = local - (int64) utc_offset_minutes * 60 * USECS_PER_SEC;
+	return true;
+}
+
 bool
 cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 				 MssqlLsn *max_lsn, TimestampTz *max_time)

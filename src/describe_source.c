@@ -79,6 +79,8 @@ describe_for_caller(const char *server_name, const char *source_input,
 	PG_TRY();
 	{
 		src = source_schema_describe(session, schema, table, capture_instance);
+		/* as add_table would stage it now */
+		mssql_columns_set_postgis(src->columns, src->ncolumns, mssql_postgis_installed());
 	}
 	PG_FINALLY();
 	{
@@ -176,5 +178,5 @@ mssql_cdc_staging_ddl(PG_FUNCTION_ARGS)
 
 	PG_RETURN_TEXT_P(cstring_to_text(staging_build_ddl(get_namespace_name(nspid), rv->relname,
 													   source_label(src),
-													   src->columns, src->ncolumns)));
+													   src->columns, src->ncolumns, NULL)));
 }

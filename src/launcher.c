@@ -433,6 +433,8 @@ static void
 launch(int index, uint32 generation, const DesiredSource *source)
 {
 	BackgroundWorkerHandle *handle = NULL;
+	MemoryContext oldcxt;
+	LaunchResult result;
 
 	if (!OidIsValid(source->run_as))
 	{
@@ -449,7 +451,16 @@ launch(int index, uint32 generation, const DesiredSource *source)
 			(errmsg("mssql_cdc launcher: starting a worker for source \"%s\" in slot %d",
 					NameStr(source->server_name), index)));
 
-	switch (launcher_start_worker(index, generation, source, &handle))
+	/*
+	 * The handle outlives this iteration (launched[] keeps it until the
+	 * worker is reaped), so it must not be allocated in the loop's context,
+	 * which is reset after every iteration.
+	 */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	result = launcher_start_worker(index, generation, source, &handle);
+	MemoryContextSwitchTo(oldcxt);
+
+	switch (result)
 	{
 		case LAUNCH_STARTED:
 			forget_handle(index);

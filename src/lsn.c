@@ -130,6 +130,24 @@ mssql_lsn_increment(const MssqlLsn *lsn, MssqlLsn *result)
 }
 
 bool
+mssql_lsn_decrement(const MssqlLsn *lsn, MssqlLsn *result)
+{
+	int			i;
+
+	memcpy(result->bytes, lsn->bytes, MSSQL_LSN_BYTES);
+	for (i = MSSQL_LSN_BYTES - 1; i >= 0; i--)
+	{
+		if (result->bytes[i] != 0)
+		{
+			result->bytes[i]--;
+			return true;
+		}
+		result->bytes[i] = 0xFF;	/* borrow from the next more significant byte */
+	}
+	return false;
+}
+
+bool
 mssql_lsn_is_zero(const MssqlLsn *lsn)
 {
 	int			i;

@@ -28,6 +28,7 @@
 #include "compat.h"
 #include "lsn.h"
 #include "options.h"
+#include "remote_check_access.h"
 #include "tds_session.h"
 
 PG_FUNCTION_INFO_V1(mssql_cdc_check_server);
@@ -271,6 +272,7 @@ mssql_cdc_check_server(PG_FUNCTION_ARGS)
 	MssqlServerOptions *opts;
 	TdsSession *volatile session;
 	CheckOutput out;
+	ListCell   *lc;
 
 	/* the same rule as using the server through the API */
 	mssql_cdc_check_server_access(GetUserId(), server);
@@ -289,6 +291,13 @@ mssql_cdc_check_server(PG_FUNCTION_ARGS)
 		check_cdc_and_snapshot(&out, session);
 		check_max_lsn(&out, session);
 		check_capture_instances(&out, session);
+		/* every object the worker reads, and the GRANT each one needs */
+		foreach(lc, check_server_access(session, server))
+		{
+			CheckRow   *row = lfirst(lc);
+
+			emit(&out, row->name, row->ok, row->detail);
+		}
 	}
 	PG_FINALLY();
 	{

@@ -21,6 +21,18 @@
  * are hex literals, uniqueidentifiers are cast back from their canonical
  * text so SQL Server's own (byte-group) ordering decides.
  *
+ * The literals must not depend on the session.  A 'yyyy-mm-dd hh:mi:ss'
+ * string is read through SET DATEFORMAT / the session language for
+ * datetime and smalldatetime (y-d-m for a British or German login, page
+ * "datetime", Supported String Literal Formats), so date/time keys go back
+ * through CONVERT(type, N'...', 121), the style they were read with, which
+ * fixes the order.  A non-Unicode literal '...' converts through the
+ * database's code page, not the column's, so a char/varchar key of another
+ * collation would arrive with '?' in it: it is sent as N'...' with the
+ * column's collation and cast to varchar, which converts through that
+ * collation's code page and compares under it (and keeps the comparison on
+ * the column's own type, so SQL Server can seek the index).
+ *
  * IDENTIFICATION
  *		src/snapshot.c
  *
@@ -42,9 +54,9 @@
 typedef enum KeyLiteralKind
 {
 	KEY_CAST_TEXT,				/* CAST(N'<exact text>' AS <type>) */
-	KEY_TEMPORAL,				/* read as style-121 text, then cast back */
+	KEY_TEMPORAL,				/* read as style-121 text, converted back with 121 */
 	KEY_BIT,					/* 0 / 1 */
-	KEY_VARCHAR,				/* '...' (the column's code page and collation) */
+	KEY_VARCHAR,				/* N'...' COLLATE <column's> cast to varchar */
 	KEY_NVARCHAR,				/* N'...' */
 	KEY_BINARY					/* 0x... from the raw bytes */
 } KeyLiteralKind;
@@ -163,6 +175,41 @@ quote_string(const char *prefix, const char *text)
 	return buf.data;
 }
 
+/* A collation name as SQL Server spells them: letters, digits, underscores */
+static bool
+plain_collation_name(const char *name)
+{
+	const char *p;
+
+	if (name == NULL || *name == '\0')
+		return false;
+	for (p = name; *p; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_'))
+			return false;
+	return true;
+}
+
+/* A date/time key's style-121 text as a literal of the column's type */
+static char *
+temporal_literal(const KeyColumn *key, const char *text)
+{
+	/* time has no date part to misread; style 121 is for dates */
+	if (strcmp(key->col->type_name, "time") == 0)
+		return psprintf("CAST(%s AS %s)", quote_string("N", text), mssql_type_display(key->col));
+	return psprintf("CONVERT(%s, %s, 121)", mssql_type_display(key->col), quote_string("N", text));
+}
+
+/* A char/varchar key as exactly the column's characters, in its collation */
+static char *
+varchar_literal(const KeyColumn *key, const char *text)
+{
+	if (!plain_collation_name(key->col->collation))
+		return quote_string("N", text);
+	return psprintf("CAST(%s COLLATE %s AS varchar(8000))", quote_string("N", text),
+					key->col->collation);
+}
+
 /*
  * A key value of the last row copied, as the bytes db-lib delivered: kept
  * per row (a copy, no conversion) and turned into a literal once per chunk.
@@ -232,9 +279,11 @@ key_literal(const KeyColumn *key, const RawKeyValue *raw)
 	switch (key->kind)
 	{
 		case KEY_VARCHAR:
-			return quote_string("", text);
+			return varchar_literal(key, text);
 		case KEY_NVARCHAR:
 			return quote_string("N", text);
+		case KEY_TEMPORAL:
+			return temporal_literal(key, text);
 		default:
 			return psprintf("CAST(%s AS %s)", quote_string("N", text),
 							mssql_type_display(key->col));
@@ -242,7 +291,7 @@ key_literal(const KeyColumn *key, const RawKeyValue *raw)
 }
 
 /*
- * WHERE clause after the last key (k1, ..., kn) = (v1, ..., vn):
+ * The condition "after the last key" (k1, ..., kn) = (v1, ..., vn):
  * (k1 > v1) OR (k1 = v1 AND k2 > v2) OR ...
  */
 static void
@@ -251,7 +300,6 @@ append_keyset_predicate(StringInfo sql, const KeyColumn *keys, int nkey, List *l
 	int			i;
 	int			j;
 
-	appendStringInfoString(sql, " WHERE ");
 	for (i = 0; i < nkey; i++)
 	{
 		appendStringInfoString(sql, i ? " OR (" : "(");
@@ -420,8 +468,16 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 	for (i = 0; i < nkey; i++)
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", key_select_expr(&keys[i]));
 	appendStringInfo(&sql, " FROM %s.%s", tds_quote_ident(src->schema), tds_quote_ident(src->table));
+	/* the row filter (checked as one condition when it was set: snapshot_filter.h) */
+	if (table->snapshot_filter != NULL)
+		appendStringInfo(&sql, " WHERE (%s)", table->snapshot_filter);
 	if (table->snapshot_last_key != NIL)
+	{
+		appendStringInfoString(&sql, table->snapshot_filter != NULL ? " AND (" : " WHERE ");
 		append_keyset_predicate(&sql, keys, nkey, table->snapshot_last_key);
+		if (table->snapshot_filter != NULL)
+			appendStringInfoChar(&sql, ')');
+	}
 	appendStringInfoString(&sql, " ORDER BY ");
 	for (i = 0; i < nkey; i++)
 		appendStringInfo(&sql, "%s%s", i ? ", " : "", tds_quote_ident(keys[i].col->name));

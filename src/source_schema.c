@@ -43,6 +43,70 @@
 #include "source_schema.h"
 #include "staging.h"
 
+/* The columns of the current result named names[], in map[] (false: not all there) */
+static bool
+map_columns(TdsSession *session, const char *const *names, int ncols, int *map)
+{
+	int			i;
+
+	if (tds_num_cols(session) == 0)
+		return false;
+	for (i = 0; i < ncols; i++)
+	{
+		int			c;
+
+		map[i] = 0;
+		for (c = 1; c <= tds_num_cols(session); c++)
+			if (pg_strcasecmp(tds_col_name(session, c), names[i]) == 0)
+			{
+				map[i] = c;
+				break;
+			}
+		if (map[i] == 0)
+			return false;
+	}
+	return true;
+}
+
+static char **
+row_values(TdsSession *session, const int *map, int ncols)
+{
+	char	  **values = palloc(sizeof(char *) * ncols);
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+		values[i] = tds_col_text(session, map[i]);
+	return values;
+}
+
+/*
+ * source_schema_fetch_rows for a statement whose SQL Server errors the
+ * caller explains: false (the error in tds_session_last_error, the session
+ * usable) when SQL Server refused it; connection problems still raise.
+ */
+static bool
+fetch_rows_try(TdsSession *session, const char *sql, const char *const *names, int ncols,
+			   List **rows)
+{
+	int		   *map = palloc(sizeof(int) * ncols);
+	TdsStep		step;
+
+	*rows = NIL;
+	if (!tds_exec_try(session, sql))
+		return false;
+	while ((step = tds_next_result_try(session)) == TDS_STEP_MORE)
+	{
+		bool		usable = map_columns(session, names, ncols, map);
+
+		while ((step = tds_next_row_try(session)) == TDS_STEP_MORE)
+			if (usable)
+				*rows = lappend(*rows, row_values(session, map, ncols));
+		if (step == TDS_STEP_REMOTE_ERROR)
+			return false;
+	}
+	return step != TDS_STEP_REMOTE_ERROR;
+}
+
 /*
  * Run a batch and collect, as text, the named columns of every row of every
  * result set that has them all (stored procedures also send results that do
@@ -58,34 +122,11 @@ source_schema_fetch_rows(TdsSession *session, const char *sql, const char *const
 	tds_exec(session, sql);
 	while (tds_next_result(session))
 	{
-		bool		usable = tds_num_cols(session) > 0;
-		int			i;
+		bool		usable = map_columns(session, names, ncols, map);
 
-		for (i = 0; usable && i < ncols; i++)
-		{
-			int			c;
-
-			map[i] = 0;
-			for (c = 1; c <= tds_num_cols(session); c++)
-				if (pg_strcasecmp(tds_col_name(session, c), names[i]) == 0)
-				{
-					map[i] = c;
-					break;
-				}
-			if (map[i] == 0)
-				usable = false;
-		}
 		while (tds_next_row(session))
-		{
-			char	  **values;
-
-			if (!usable)
-				continue;
-			values = palloc(sizeof(char *) * ncols);
-			for (i = 0; i < ncols; i++)
-				values[i] = tds_col_text(session, map[i]);
-			rows = lappend(rows, values);
-		}
+			if (usable)
+				rows = lappend(rows, row_values(session, map, ncols));
 	}
 	pfree(map);
 	return rows;
@@ -122,12 +163,31 @@ find_column(MssqlSourceTable *src, const char *name)
 	return NULL;
 }
 
+/*
+ * The table is not there for this login.  SQL Server's metadata visibility
+ * hides tables the login has no permission on from the catalog views (and
+ * sys.sp_cdc_help_change_data_capture says 22981 "Object does not exist or
+ * access is denied"), so "not found" can mean "not allowed".
+ */
+static void
+report_table_not_found(const MssqlSourceTable *src, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table %s does not exist on server \"%s\" (dropped, or not visible to this login)",
+					display(src), src->server_name),
+			 errdetail("%s", detail),
+			 errhint("Names are matched exactly as SQL Server stores them.  SQL Server hides a table from a login "
+					 "without permission on it: GRANT SELECT ON %s.%s TO the login.",
+					 mssql_quote_identifier(src->schema), mssql_quote_identifier(src->table))));
+}
+
 static void
 read_columns(TdsSession *session, MssqlSourceTable *src)
 {
 	static const char *const names[] = {
 		"COLUMN_NAME", "DATA_TYPE", "CHARACTER_MAXIMUM_LENGTH", "NUMERIC_PRECISION",
-		"NUMERIC_SCALE", "DATETIME_PRECISION", "IS_NULLABLE"
+		"NUMERIC_SCALE", "DATETIME_PRECISION", "IS_NULLABLE", "COLLATION_NAME"
 	};
 	char	   *sql;
 	List	   *rows;
@@ -135,18 +195,13 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 	int			n = 0;
 
 	sql = psprintf("SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, "
-				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE FROM INFORMATION_SCHEMA.COLUMNS "
+				   "NUMERIC_SCALE, DATETIME_PRECISION, IS_NULLABLE, COLLATION_NAME FROM INFORMATION_SCHEMA.COLUMNS "
 				   "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
 				   tds_quote_nstring(src->schema), tds_quote_nstring(src->table));
 	rows = source_schema_fetch_rows(session, sql, names, lengthof(names));
 
 	if (rows == NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table %s does not exist on server \"%s\"", display(src), src->server_name),
-				 errdetail("INFORMATION_SCHEMA.COLUMNS of the server's database lists no columns for it."),
-				 errhint("Names are matched exactly as SQL Server stores them; the login also needs "
-						 "permission to see the table.")));
+		report_table_not_found(src, "INFORMATION_SCHEMA.COLUMNS of the server's database lists no columns for it.");
 
 	src->ncolumns = list_length(rows);
 	src->columns = palloc(sizeof(MssqlColumn) * src->ncolumns);
@@ -165,6 +220,7 @@ read_columns(TdsSession *session, MssqlSourceTable *src)
 		col->scale = int_value(v[4], MSSQL_FACET_UNKNOWN);
 		col->datetime_precision = int_value(v[5], MSSQL_FACET_UNKNOWN);
 		col->nullable = v[6] != NULL && pg_strcasecmp(v[6], "YES") == 0;
+		col->collation = v[7];
 	}
 }
 
@@ -256,6 +312,9 @@ source_schema_parse_binary_lsn(const char *text, MssqlLsn *lsn)
 
 static void report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
 			pg_attribute_noreturn();
+static void report_not_enabled(const MssqlSourceTable *src) pg_attribute_noreturn();
+static void report_table_not_found(const MssqlSourceTable *src, const char *detail)
+			pg_attribute_noreturn();
 
 SourceCdcTracking
 source_schema_cdc_tracking(TdsSession *session, const char *schema, const char *table)
@@ -285,11 +344,24 @@ report_no_capture_instance(TdsSession *session, MssqlSourceTable *src)
 						display(src), src->server_name),
 				 errdetail("sys.sp_cdc_help_change_data_capture lists only capture instances whose captured columns the login may SELECT."),
 				 errhint("Grant the login SELECT on the table and membership in the capture instance's gating role.")));
+	report_not_enabled(src);
+}
+
+/*
+ * The table exists but has no capture instance (22985 from the named
+ * sys.sp_cdc_help_change_data_capture): ERRCODE_UNDEFINED_OBJECT, the
+ * capture instance is what is missing, so the worker parks a captured
+ * table with condition capture_instance_missing instead of retrying.
+ */
+static void
+report_not_enabled(const MssqlSourceTable *src)
+{
 	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("table %s of server \"%s\" is not enabled for change data capture",
 					display(src), src->server_name),
-			 errhint("A db_owner runs EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL;",
+			 errdetail("It has no capture instance (its capture instances were dropped, or it was never enabled)."),
+			 errhint("A db_owner runs EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL; then call mssql_cdc.resnapshot() for a table already captured, or add it again.",
 					 tds_quote_nstring(src->schema), tds_quote_nstring(src->table))));
 }
 
@@ -301,10 +373,25 @@ read_capture_instances(TdsSession *session, MssqlSourceTable *src)
 	ListCell   *lc;
 	int			n = 0;
 
-	rows = source_schema_fetch_rows(session,
-					  psprintf("EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s",
-							   tds_quote_nstring(src->schema), tds_quote_nstring(src->table)),
-					  names, lengthof(names));
+	/*
+	 * For a named table SQL Server raises 22985 when it is not enabled and
+	 * 22981 when the login cannot see it (it does not return an empty
+	 * result); an enabled table lists the capture instances the login may
+	 * read, possibly none.
+	 */
+	if (!fetch_rows_try(session,
+						psprintf("EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s",
+								 tds_quote_nstring(src->schema), tds_quote_nstring(src->table)),
+						names, lengthof(names), &rows))
+	{
+		const TdsRemoteError *err = tds_session_last_error(session);
+
+		if (err->msgno == 22985)
+			report_not_enabled(src);
+		if (err->msgno == 22981)
+			report_table_not_found(src, "sys.sp_cdc_help_change_data_capture: Object does not exist or access is denied (Msg 22981).");
+		tds_report_error(src->server_name, err, "reading the table's capture instances");
+	}
 	if (rows == NIL)
 		report_no_capture_instance(session, src);
 
@@ -391,9 +478,9 @@ choose_capture_instance(MssqlSourceTable *src, const char *requested)
 			appendStringInfo(&list, "%s%s", i > 0 ? ", " : "", src->instances[i].name);
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("capture instance \"%s\" of table %s does not exist on server \"%s\"",
+				 errmsg("capture instance \"%s\" of table %s does not exist on server \"%s\" (dropped, or not visible to this login)",
 						requested, display(src), src->server_name),
-				 errhint("Capture instances of this table: %s.", list.data)));
+				 errhint("Capture instances of this table the login may read: %s.", list.data)));
 	}
 }
 

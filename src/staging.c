@@ -201,7 +201,8 @@ check_column_names(const MssqlColumn *cols, int ncols)
 
 char *
 staging_build_ddl(const char *staging_schema, const char *staging_table,
-				  const char *source_label, const MssqlColumn *cols, int ncols)
+				  const char *source_label, const MssqlColumn *cols, int ncols,
+				  const char *partition_by)
 {
 	const char *qualified = quote_qualified_identifier(staging_schema, staging_table);
 	StringInfoData ddl;
@@ -233,7 +234,8 @@ staging_build_ddl(const char *staging_schema, const char *staging_table,
 	appendStringInfoString(&ddl, "    PRIMARY KEY (");
 	for (i = 0; i < lengthof(primary_key_columns); i++)
 		appendStringInfo(&ddl, "%s%s", i > 0 ? ", " : "", quote_identifier(primary_key_columns[i]));
-	appendStringInfoString(&ddl, ")\n);\n");
+	appendStringInfo(&ddl, ")\n)%s%s;\n", partition_by ? " PARTITION BY " : "",
+					 partition_by ? partition_by : "");
 	appendStringInfo(&ddl, "COMMENT ON TABLE %s IS %s;\n", qualified,
 					 quote_literal_cstr(psprintf("mssql_cdc changelog of SQL Server table %s",
 												 source_label)));
@@ -242,7 +244,8 @@ staging_build_ddl(const char *staging_schema, const char *staging_table,
 
 void
 staging_create_table(const char *staging_schema, const char *staging_table,
-					 const char *source_label, const MssqlColumn *cols, int ncols)
+					 const char *source_label, const MssqlColumn *cols, int ncols,
+					 const char *partition_by)
 {
 	Oid			nspid = get_namespace_oid(staging_schema, false);
 	char	   *ddl;
@@ -254,7 +257,8 @@ staging_create_table(const char *staging_schema, const char *staging_table,
 				 errmsg("relation \"%s.%s\" already exists", staging_schema, staging_table),
 				 errhint("mssql_cdc creates the staging table itself; choose a free name.")));
 
-	ddl = staging_build_ddl(staging_schema, staging_table, source_label, cols, ncols);
+	ddl = staging_build_ddl(staging_schema, staging_table, source_label, cols, ncols,
+							partition_by);
 
 	nestlevel = use_catalog_search_path();
 	SPI_connect();

@@ -237,37 +237,41 @@ tds_expect_col_source_type(TdsSession *session, int col, const char *sqlserver_t
 /* ---- helpers ------------------------------------------------------------ */
 
 bool
+tds_col_lsn(TdsSession *session, int col, MssqlLsn *lsn)
+{
+	int			len;
+	const uint8 *data;
+	int			type;
+
+	type = tds_col_type(session, col);
+	data = tds_col_data(session, col, &len);
+	if (data == NULL)
+		return false;
+	if ((type != SYBBINARY && type != SYBVARBINARY) || len != MSSQL_LSN_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("SQL Server (server \"%s\") returned a %s value of %d bytes where a binary(10) LSN was expected",
+						session->server_name, tds_type_name(type), len)));
+	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
+	return true;
+}
+
+bool
 tds_fetch_lsn(TdsSession *session, const char *sql, MssqlLsn *lsn)
 {
 	bool		found = false;
+	bool		seen = false;
 
 	tds_exec(session, sql);
 	while (tds_next_result(session))
 	{
 		while (tds_next_row(session))
 		{
-			int			len;
-			const uint8 *data;
-			int			type;
-
-			if (found || tds_num_cols(session) < 1)
+			if (seen || tds_num_cols(session) < 1)
 				continue;		/* drain the rest */
-			type = tds_col_type(session, 1);
-			data = tds_col_data(session, 1, &len);
-			if (data == NULL)
-			{
-				found = false;
-				continue;
-			}
-			if ((type != SYBBINARY && type != SYBVARBINARY) || len != MSSQL_LSN_BYTES)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
-						 errmsg("SQL Server (server \"%s\") returned a %s value of %d bytes where a binary(10) LSN was expected",
-								session->server_name, tds_type_name(type), len)));
-			memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
-			found = true;
+			seen = true;
+			found = tds_col_lsn(session, 1, lsn);
 		}
 	}
 	return found;
 }
-

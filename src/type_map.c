@@ -22,8 +22,17 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/builtins.h"
 #include "utils/formatting.h"
 #include "utils/tuplestore.h"
@@ -55,6 +64,14 @@ typedef enum PgShape
 	SHAPE_FRACTION				/* pg_type(min(n,6)) || pg_suffix */
 } PgShape;
 
+/* Which spatial mapping a rule is (geometry/geography have two) */
+typedef enum SpatialMapping
+{
+	SPATIAL_NONE,				/* not a spatial rule */
+	SPATIAL_TEXT,				/* WKT text: PostGIS was not installed */
+	SPATIAL_POSTGIS				/* PostGIS geometry/geography */
+} SpatialMapping;
+
 typedef struct TypeRule
 {
 	const char *sqlserver_type; /* DATA_TYPE as INFORMATION_SCHEMA reports it */
@@ -69,6 +86,7 @@ typedef struct TypeRule
 	const char *select_template;	/* T-SQL with %s (or %1$s, repeated) for the
 								 * quoted column; NULL = as is */
 	const char *note;
+	SpatialMapping spatial;
 } TypeRule;
 
 /*
@@ -102,6 +120,25 @@ typedef struct TypeRule
 	" WHEN N'char' THEN CAST(CAST(%1$s AS varchar(8000)) AS nvarchar(max))" \
 	" WHEN N'varchar' THEN CAST(CAST(%1$s AS varchar(8000)) AS nvarchar(max))" \
 	" ELSE CAST(%1$s AS nvarchar(4000)) END"
+
+/*
+ * geometry/geography for PostGIS: hex EWKB, which PostGIS's input functions
+ * read: the WKB of STAsBinary() (the coordinates are the source's doubles,
+ * never printed as decimal text, which STAsText rounds) with the SRID put
+ * in as EWKB does it: the type's 0x20000000 flag and the 4-byte SRID after
+ * the type, in the byte order the WKB itself declares (its first byte; the
+ * pages do not say which SQL Server writes).  STSrid is a property; an int
+ * cast to binary(n) keeps its low bytes.  NULL stays NULL.
+ */
+#define POSTGIS_WKB_HEX "CONVERT(varchar(max), %1$s.STAsBinary(), 2)"
+#define POSTGIS_FROM_WKB \
+	"CASE LEFT(" POSTGIS_WKB_HEX ", 2) WHEN '01' THEN LEFT(" POSTGIS_WKB_HEX ", 8) + '20'" \
+	" + CONVERT(varchar(8), CAST(%1$s.STSrid AS binary(1)) + CAST(%1$s.STSrid / 256 AS binary(1))" \
+	" + CAST(%1$s.STSrid / 65536 AS binary(1)) + CAST(%1$s.STSrid / 16777216 AS binary(1)), 2)" \
+	" + SUBSTRING(" POSTGIS_WKB_HEX ", 11, 2147483647)" \
+	" ELSE LEFT(" POSTGIS_WKB_HEX ", 2) + '20' + SUBSTRING(" POSTGIS_WKB_HEX ", 5, 6)" \
+	" + CONVERT(varchar(8), CAST(%1$s.STSrid AS binary(4)), 2)" \
+	" + SUBSTRING(" POSTGIS_WKB_HEX ", 11, 2147483647) END"
 
 /*
  * THE policy.  Order = order of mssql_cdc.type_mappings() and of the table
@@ -182,12 +219,78 @@ static const TypeRule type_rules[] = {
 	{"hierarchyid", "hierarchyid", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "%s.ToString()",
 	"path text such as /1/3/"},
 	{"geometry", "geometry", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "%s.STAsText()",
-	"WKT, without the SRID"},
+	"WKT, without the SRID (PostGIS not installed)", SPATIAL_TEXT},
 	{"geography", "geography", LENGTH_ANY, 0, 0, SHAPE_FIXED, "text", NULL, "text", "%s.STAsText()",
-	"WKT, without the SRID"},
+	"WKT, without the SRID (PostGIS not installed)", SPATIAL_TEXT},
+	{"geometry", "geometry", LENGTH_ANY, 0, 0, SHAPE_FIXED, "geometry", NULL, "geometry (PostGIS)",
+		POSTGIS_FROM_WKB,
+	"PostGIS installed: exact coordinates (WKB) with the SRID; 2D", SPATIAL_POSTGIS},
+	{"geography", "geography", LENGTH_ANY, 0, 0, SHAPE_FIXED, "geography", NULL, "geography (PostGIS)",
+		POSTGIS_FROM_WKB,
+	"PostGIS installed: exact coordinates (WKB) with the SRID; 2D", SPATIAL_POSTGIS},
 };
 
 #define NUM_TYPE_RULES lengthof(type_rules)
+
+/* PostGIS's extension OID, or InvalidOid */
+static Oid
+postgis_extension(void)
+{
+	return get_extension_oid("postgis", true);
+}
+
+bool
+mssql_postgis_installed(void)
+{
+	return OidIsValid(postgis_extension());
+}
+
+void
+mssql_columns_set_postgis(MssqlColumn *cols, int ncols, bool postgis)
+{
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+		cols[i].spatial_postgis = postgis;
+}
+
+/* pg_extension.extnamespace (PostgreSQL 15 exports no lookup for it) */
+static Oid
+extension_namespace(Oid extoid)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			nsp = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(extoid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		nsp = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
+}
+
+/* "schema.geometry": PostGIS's type, qualified (staging DDL resolves in pg_catalog only) */
+static char *
+postgis_type_sql(const char *type_name)
+{
+	Oid			ext = postgis_extension();
+
+	if (!OidIsValid(ext))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("type %s needs the PostGIS extension", type_name),
+				 errdetail("The table was added while PostGIS was installed; its staging table has PostGIS columns."),
+				 errhint("CREATE EXTENSION postgis in this database.")));
+	return psprintf("%s.%s", quote_identifier(get_namespace_name(extension_namespace(ext))),
+					type_name);
+}
 
 bool
 source_column_is_staged(const MssqlColumn *col)
@@ -267,6 +370,9 @@ static bool
 rule_matches(const TypeRule *rule, const MssqlColumn *c)
 {
 	if (!type_is(rule->sqlserver_type, c->type_name))
+		return false;
+	if (rule->spatial != SPATIAL_NONE &&
+		(rule->spatial == SPATIAL_POSTGIS) != c->spatial_postgis)
 		return false;
 	if (rule->length_match == LENGTH_MAX && c->max_length != MSSQL_LENGTH_MAX)
 		return false;
@@ -375,7 +481,8 @@ type_to_pg(const MssqlColumn *col, const char *column_ref, char **pg_type_sql,
 	switch (rule->shape)
 	{
 		case SHAPE_FIXED:
-			*pg_type_sql = pstrdup(rule->pg_type);
+			*pg_type_sql = rule->spatial == SPATIAL_POSTGIS ? postgis_type_sql(rule->pg_type)
+				: pstrdup(rule->pg_type);
 			break;
 		case SHAPE_PRECISION_SCALE:
 			*pg_type_sql = psprintf("%s(%d,%d)", rule->pg_type, c.precision, c.scale);
@@ -481,6 +588,7 @@ mssql_cdc_map_type(PG_FUNCTION_ARGS)
 	col.precision = facet_arg(fcinfo, 2);
 	col.scale = facet_arg(fcinfo, 3);
 	col.datetime_precision = facet_arg(fcinfo, 4);
+	col.spatial_postgis = mssql_postgis_installed();
 
 	mssql_type_to_pg(&col, &pg_type, &select_expr);
 	PG_RETURN_TEXT_P(cstring_to_text(pg_type));

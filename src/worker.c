@@ -169,6 +169,15 @@ worker_commit_xact(void)
 	MemoryContextSwitchTo(worker_iteration_context);
 }
 
+/* Roll back the transaction of worker_begin_xact (nothing of it is kept) */
+void
+worker_abort_xact(void)
+{
+	PopActiveSnapshot();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(worker_iteration_context);
+}
+
 static void
 stop_worker(const char *why)
 {
@@ -301,6 +310,7 @@ ensure_connected(void)
 	cdc_slot_report_phase(CDC_PHASE_CONNECTING);
 	MemoryContextReset(worker_connection_context);
 	worker_forget_described();
+	worker_timeline_forget();
 	worker_session = tds_session_try_open(session_opts, &connect_error);
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
@@ -352,6 +362,46 @@ report_lag(const MssqlLsn *lead, const MssqlLsn *max_lsn)
 	cdc_slot_report_lag(lead, last_count);
 }
 
+/*
+ * sys.fn_cdc_get_max_lsn() is NULL.  Before the capture job's first scan
+ * that means "wait"; but SQL Server also empties cdc.lsn_time_mapping when
+ * the last tracked table of the database is disabled (error 22909 is that
+ * cleanup failing), and then the tables' capture instances are gone, not
+ * late.  Park every table whose recorded instance the source no longer
+ * lists (with the same explanation as a dropped instance in a window) and
+ * return whether any table is left waiting for the capture job.
+ */
+static bool
+park_dropped_instances(List *tables)
+{
+	static const MssqlLsn no_from = {{0}};
+	bool		waiting = false;
+	ListCell   *lc;
+
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		CiPlan		plan;
+		char	   *message;
+		char	   *hint;
+
+		if (table->phase == MSSQL_PHASE_ERROR)
+			continue;
+		plan = ci_plan_for_window(&worker_source_cdc, table, &no_from);
+		if (table->capture_instance == NULL || plan.current != NULL || plan.successor != NULL)
+		{
+			waiting = true;
+			continue;
+		}
+		worker_ctx_table_id = table->table_id;
+		ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
+		worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+		table->phase = MSSQL_PHASE_ERROR;
+	}
+	worker_ctx_table_id = 0;
+	return waiting;
+}
+
 /* One poll and its windows.  Returns true when more work is waiting. */
 
 static bool
@@ -381,7 +431,10 @@ run_iteration(void)
 	if (!cdc_poll_max_lsn(worker_session, worker_server_zone, &max_lsn, &max_time))
 	{
 		cdc_slot_report_poll(NULL, 0);
-		capture_stall_observe(worker_server_name, NULL);
+		/* the last capture instance dropped: say so, it is not the job */
+		if (!park_dropped_instances(tables))
+			return false;
+		capture_stall_observe(worker_session, worker_server_name, NULL, tables);
 		if (!warned_no_max_lsn)
 			ereport(LOG,
 					(errmsg("mssql_cdc source \"%s\": sys.fn_cdc_get_max_lsn() is NULL, waiting for the capture job",
@@ -391,18 +444,25 @@ run_iteration(void)
 		return false;
 	}
 	cdc_slot_report_poll(&max_lsn, max_time);
-	/* a max LSN frozen for long: the capture job does not run */
-	capture_stall_observe(worker_server_name, &max_lsn);
+	/* a max LSN frozen for long: the capture job may not run */
+	capture_stall_observe(worker_session, worker_server_name, &max_lsn, tables);
+	/* restored, failed over, repointed: never stream on another history */
+	if (!worker_check_timeline(tables, &max_lsn))
+		return true;
 
 	foreach(lc, tables)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 
+		/* paused alone (pause(server, table)): its checkpoint stays, the others go on */
+		if (table->paused)
+			continue;
 		if (table->phase == MSSQL_PHASE_PENDING &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
 		{
 			/* stream from now on: nothing before max_lsn is wanted */
 			worker_begin_xact();
+			worker_timeline_fingerprint_at(&max_lsn);
 			apply_start_streaming(table->table_id, &max_lsn);
 			worker_commit_xact();
 			table->phase = MSSQL_PHASE_STREAMING;
@@ -459,6 +519,9 @@ run_iteration(void)
 	}
 	if (has_lead)
 		report_lag(&lead, &max_lsn);
+
+	/* partitioned staging tables: at this window boundary */
+	worker_maintain_staging(tables);
 
 	/*
 	 * Then snapshot chunks, each its own transaction, for up to a poll

@@ -17,6 +17,7 @@
 #include "error_condition.h"
 #include "shmem.h"
 #include "snapshot.h"
+#include "table_settings.h"
 
 #include "worker_internal.h"
 
@@ -84,6 +85,8 @@ worker_start_snapshot(MssqlCdcTable *table)
 	}
 
 	worker_begin_xact();
+	/* the history the snapshot starts from, remembered with its L0 */
+	worker_timeline_fingerprint_at(&l0);
 	started = apply_snapshot_begin(table->table_id, &l0, estimate);
 	worker_commit_xact();
 	if (started)
@@ -131,8 +134,9 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 	cdc_slot_report_phase(CDC_PHASE_SNAPSHOTTING);
 
 	worker_begin_xact();
-	/* a concurrent remove_table/resnapshot wins */
-	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn))
+	/* a concurrent remove_table/resnapshot wins, and a settings change applies */
+	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn) ||
+		!table_settings_current(table))
 	{
 		worker_commit_xact();
 		worker_ctx_table_id = 0;

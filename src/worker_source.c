@@ -117,6 +117,8 @@ worker_describe_ci(const MssqlCdcTable *table, const char *ci)
 	PG_TRY();
 	{
 		src = source_schema_describe(worker_session, table->source_schema, table->source_table, ci);
+		/* the spatial mapping the staging table was created with */
+		mssql_columns_set_postgis(src->columns, src->ncolumns, table->spatial_postgis);
 	}
 	PG_CATCH();
 	{

@@ -21,6 +21,8 @@
 #include "error_condition.h"
 #include "mssql_cdc.h"
 #include "shmem.h"
+#include "source_identity.h"
+#include "table_settings.h"
 
 #include "worker_internal.h"
 
@@ -77,6 +79,10 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 		case CI_READ_UNTIL_SUCCESSOR:
 			src = worker_describe_source(table);
 			break;
+		case CI_READ_PREDECESSOR:
+			/* one transaction that began before the switch; the switch stays */
+			src = worker_describe_ci(table, plan->predecessor->name);
+			break;
 	}
 	if (src == NULL)
 		return NULL;
@@ -112,6 +118,126 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 		return NULL;
 	}
 	return src;
+}
+
+/*
+ * After the window's rows were read, before they commit: did CDC cleanup
+ * remove any of them during the read?  SQL Server's cleanup raises a
+ * capture instance's low watermark (sys.fn_cdc_get_min_lsn) first, in a
+ * transaction of its own, and only then deletes change rows, in batches,
+ * while readers run; the change function reads its change table
+ * WITH (NOLOCK), and a direct read under READ COMMITTED also sees committed
+ * deletes as it reaches them.  Rows can therefore vanish from the middle of
+ * a change query without error 313, although the check before the window
+ * (check_table_source) passed.  Because the mark moves before any row
+ * goes, a mark still at or below `from` after the read proves that nothing
+ * of [from, to] was removed; a mark above it means rows may be missing: a
+ * retention overrun, never a committed window.
+ *
+ * One round trip for all the window's capture instances.  Sets overrun[i]
+ * for the tables (in `ready` order) whose mark moved above from, with the
+ * mark in marks[i]; returns true when any did.
+ */
+static bool
+recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *results,
+							const MssqlLsn *from, const MssqlLsn *to, bool *overrun,
+							MssqlLsn *marks, SourceFingerprint *fingerprint)
+{
+	StringInfoData sql;
+	ListCell   *lc;
+	ListCell   *lc2;
+	int			n = 0;
+	int			i;
+	bool		any = false;
+	bool		seen = false;
+
+	memset(fingerprint, 0, sizeof(*fingerprint));
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	i = 0;
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlSourceTable *src = lfirst(lc2);
+
+		overrun[i] = false;
+		if (results[i++].rows >= 0)
+			appendStringInfo(&sql, "%ssys.fn_cdc_get_min_lsn(%s)", n++ > 0 ? ", " : "",
+							 tds_quote_nstring(src->capture_instance->name));
+	}
+	if (n == 0)
+		return false;
+	/* the same round trip takes the window's fingerprint (worker_timeline.c) */
+	appendStringInfo(&sql, "; %s", source_fingerprint_sql(to));
+
+	tds_exec(worker_session, sql.data);
+	while (tds_next_result(worker_session))
+	{
+		if (seen)
+		{
+			if (!fingerprint->known)
+				source_fingerprint_read(worker_session, to, fingerprint);
+			else
+				while (tds_next_row(worker_session))
+					;			/* drain */
+			continue;
+		}
+		while (tds_next_row(worker_session))
+		{
+			int			col = 0;
+
+			if (seen)
+				continue;		/* drain */
+			seen = true;
+			tds_expect_num_cols(worker_session, n, "the low watermark check after a window");
+			for (i = 0; i < list_length(ready); i++)
+			{
+				if (results[i].rows < 0)
+					continue;
+				/* NULL or 0x00: the instance is gone; the next window explains it */
+				if (tds_col_lsn(worker_session, ++col, &marks[i]) &&
+					!mssql_lsn_is_zero(&marks[i]) && mssql_lsn_cmp(&marks[i], from) > 0)
+					overrun[i] = any = true;
+			}
+		}
+	}
+	return any;
+}
+
+/*
+ * The window was read while cleanup removed some of its rows: roll it back
+ * entirely (nothing of it is kept, not even the other tables' rows; they
+ * read it again at once) and treat each affected table as a retention
+ * overrun, with the policy of that table.
+ */
+static void
+abandon_window_after_cleanup(List *ready, List *instances, const bool *overrun,
+							 const MssqlLsn *marks, const MssqlLsn *from)
+{
+	ListCell   *lc;
+	ListCell   *lc2;
+	int			i = 0;
+	char		from_text[MSSQL_LSN_TEXT_SIZE];
+
+	worker_abort_xact();
+	mssql_lsn_format(from, from_text);
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		char		mark_text[MSSQL_LSN_TEXT_SIZE];
+
+		if (!overrun[i])
+		{
+			i++;
+			continue;
+		}
+		mssql_lsn_format(&marks[i++], mark_text);
+		worker_ctx_table_id = table->table_id;
+		worker_retention_overrun(table,
+								 psprintf("Changes of capture instance \"%s\" from %s on were removed by CDC cleanup while the worker read them: its low watermark moved to %s during the read. Nothing of that window was applied.",
+										  src->capture_instance->name, from_text, mark_text));
+	}
+	worker_ctx_table_id = 0;
 }
 
 /*
@@ -172,6 +298,9 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	List	   *instances = NIL;
 	List	   *switches = NIL; /* StagingDiff * of a switching table, else NULL */
 	ApplyResult *results;
+	bool	   *overrun;
+	MssqlLsn   *marks;
+	SourceFingerprint fingerprint;
 	ListCell   *lc;
 	ListCell   *lc2;
 	ListCell   *lc3;
@@ -201,6 +330,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			ci_lsn_decrement(&plans[i].successor->start_lsn, &before_successor) &&
 			mssql_lsn_cmp(&before_successor, &window_max) < 0)
 			window_max = before_successor;
+		/* transactions open across sp_cdc_enable_table stay with the older instance */
+		ci_route_open_transactions(worker_session, &plans[i], &from, &window_max);
 		i++;
 	}
 	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, worker_window_transactions,
@@ -239,6 +370,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 	/* THE window: every table's rows and checkpoints, one transaction */
 	worker_begin_xact();
+	source_fingerprint_lock(worker_server_name);
 	i = 0;
 	forthree(lc, ready, lc2, instances, lc3, switches)
 	{
@@ -248,8 +380,12 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 		worker_ctx_table_id = table->table_id;
 		worker_ctx_capture_instance = src->capture_instance->name;
-		/* a concurrent remove_table/resnapshot wins; the table sits this one out */
-		if (!apply_lock_table_state(table->table_id, checkpoint))
+		/*
+		 * a concurrent remove_table/resnapshot wins, and a settings change
+		 * (alter_table, pause) takes effect here: the table sits this one out
+		 */
+		if (!apply_lock_table_state(table->table_id, checkpoint) ||
+			!table_settings_current(table))
 		{
 			results[i++].rows = -1;
 			continue;
@@ -266,6 +402,18 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		i++;
 	}
 	worker_ctx_capture_instance = NULL;
+
+	/* nothing of the window may have been removed by cleanup during the read */
+	overrun = palloc(sizeof(bool) * list_length(ready));
+	marks = palloc(sizeof(MssqlLsn) * list_length(ready));
+	if (recheck_min_lsns_after_read(ready, instances, results, &from, &to, overrun, marks,
+									&fingerprint))
+	{
+		abandon_window_after_cleanup(ready, instances, overrun, marks, &from);
+		worker_ctx_has_range = false;
+		return true;			/* the other tables read the window again */
+	}
+
 	i = 0;
 	foreach(lc, ready)
 	{
@@ -275,6 +423,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
 		i++;
 	}
+	if (fingerprint.known)
+		source_fingerprint_store(worker_server_name, &fingerprint);
 	worker_end_failure_streak(server);
 	worker_commit_xact();
 	cdc_slot_report_success();

@@ -125,8 +125,12 @@ note "check_server('src'):\n$rows";
 my @names = map { (split /\|/)[0] } split /\n/, $rows;
 is_deeply(
 	\@names,
-	[qw(connect database cdc_enabled snapshot_isolation max_lsn capture_instances)],
-	'check_server reports the six checks in order');
+	[qw(connect database cdc_enabled snapshot_isolation max_lsn capture_instances
+		lsn_time_mapping captured_columns index_columns scan_sessions read_path)],
+	'check_server reports the six prerequisites, then the objects the worker reads, in order');
+like($rows, qr/^lsn_time_mapping\|f\|Msg 208: Invalid object name 'cdc\.lsn_time_mapping'\.; cdc\.lsn_time_mapping exists once a sysadmin runs EXEC sys\.sp_cdc_enable_db$/m,
+	'lsn_time_mapping: missing before sp_cdc_enable_db, and why');
+like($rows, qr/^read_path\|f\|no capture instance to read/m, 'read_path: nothing to read yet');
 like($rows, qr/^connect\|t\|logged in; \S/m, 'connect: login works, server version shown');
 like($rows, qr/^database\|t\|current database is "cdcdb"/m, 'database: cdcdb');
 like($rows, qr/^cdc_enabled\|f\|change data capture is not enabled/m,
@@ -165,6 +169,8 @@ like($rows, qr/^snapshot_isolation\|t\|ALLOW_SNAPSHOT_ISOLATION is ON/m,
 like($rows, qr/^max_lsn\|t\|0x[0-9A-F]{20}$/m, 'max_lsn: binary(10) shown as an LSN literal');
 like($rows, qr/^capture_instances\|t\|1 capture instance visible$/m,
 	'capture_instances: the one enabled table is counted');
+like($rows, qr/^table dbo\.orders\|t\|source table readable; capture instance dbo_orders; /m,
+	'before add_table, the tables of the visible capture instances are checked');
 
 # ---------------------------------------------------------------------------
 # 2. Wrong password: ERROR with 18456 and the hint; no password in the log

@@ -237,7 +237,7 @@ like($err,
 
 ($out, $err) = query(q{SELECT * FROM mssql_cdc.describe_source('src', 'dbo.everything', 'nope')});
 like($err,
-	qr/ERROR:\s+capture instance "nope" of table dbo\.everything does not exist on server "src".*HINT:\s+Capture instances of this table: dbo_everything\./s,
+	qr/ERROR:\s+capture instance "nope" of table dbo\.everything does not exist on server "src".*HINT:\s+Capture instances of this table the login may read: dbo_everything\./s,
 	'unknown capture instance: the hint lists the existing ones');
 
 is( $node->safe_psql(

@@ -258,7 +258,7 @@ $node->safe_psql('postgres', qq{
 CREATE ROLE alice;
 GRANT USAGE ON FOREIGN SERVER priv TO alice;
 CREATE USER MAPPING FOR alice SERVER priv OPTIONS (username '@{[ $si->user ]}', password '@{[ $si->password ]}');
-GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text) TO alice;
+GRANT EXECUTE ON FUNCTION mssql_cdc.add_table TO alice;
 GRANT CREATE ON SCHEMA public TO alice;
 });
 $node->safe_psql('postgres',

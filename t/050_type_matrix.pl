@@ -140,7 +140,11 @@ my @cases = (
 		  [ q{'01020304-0506-0708-090A-0B0C0D0E0F10'}, '01020304-0506-0708-090a-0b0c0d0e0f10' ],
 		  [ q{'00000000-0000-0000-0000-000000000000'}, '00000000-0000-0000-0000-000000000000' ],
 		  [ q{'FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF'}, 'ffffffff-ffff-ffff-ffff-ffffffffffff' ] ] ],
-	[ 'c_xml', 'xml', 'xml', [ [ q{N'<a b="1">ü &amp; 😀</a>'}, '<a b="1">ü &amp; 😀</a>' ] ] ],
+	[ 'c_xml', 'xml', 'xml',
+		[ [ q{N'<a b="1">ü &amp; 😀</a>'}, '<a b="1">ü &amp; 😀</a>' ],
+		  # SQL Server keeps the parsed document: empty elements read <b />,
+		  # attributes in double quotes ("Define the Serialization of XML Data")
+		  [ q{N'<r><b/><c  x=''1''/></r>'}, '<r><b /><c x="1" /></r>' ] ] ],
 	[ 'c_variant', 'sql_variant', 'text',
 		# each base type as exact text: ISO dates with every digit, money with
 		# 4 decimals, binary as 0x hex (CAST to nvarchar would drop digits)
@@ -150,6 +154,8 @@ my @cases = (
 		  [ 'CAST(100.1234 AS money)', '100.1234' ],
 		  [ 'CAST(0x0102 AS varbinary(10))', '0x0102' ],
 		  [ 'CAST(12.500 AS decimal(10,3))', '12.500' ],
+		  # text of a decimal: always the full decimal form, never 1E-38
+		  [ 'CAST(0.00000000000000000000000000000000000001 AS decimal(38,38))', '0.00000000000000000000000000000000000001' ],
 		  # the longest values a variant holds: 8000 bytes
 		  [ q{CAST(REPLICATE('v', 8000) AS varchar(8000))}, undef, q{repeat('v', 8000)} ],
 		  [ q{CAST(CAST(REPLICATE('«', 8000) AS varchar(8000)) AS varbinary(8000))}, undef,
@@ -379,6 +385,61 @@ SELECT coalesce(encode((SELECT vbmax FROM public.src_dbo_lobs
                            AND get_bit(_cdc_update_mask, 4) = 1
                          ORDER BY _cdc_lsn DESC, _cdc_seqval DESC LIMIT 1), 'hex'), 'NULL')}),
 	'0102', 'the documented consumer rule recovers the unchanged varbinary(max) value');
+
+# ---------------------------------------------------------------------------
+# geometry/geography with PostGIS: PostGIS types with their SRID, exact
+# coordinates; tables added before PostGIS keep their text columns
+# ---------------------------------------------------------------------------
+SKIP:
+{
+	skip 'PostGIS is not installed (scripts/install-deps installs postgresql-15-postgis-3)', 12
+	  unless $node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_available_extensions WHERE name = 'postgis'}) eq '1';
+	$node->safe_psql('postgres', 'CREATE EXTENSION postgis');
+	$si->tsql_ok(q{CREATE TABLE dbo.spatial (id int NOT NULL PRIMARY KEY, g geometry, gg geography)},
+		q{INSERT INTO dbo.spatial VALUES (1, geometry::STGeomFromText('POLYGON ((0 0, 10 0, 10 10, 0 0))', 3857),
+		    geography::STGeomFromText('POINT (-122.35 47.65)', 4326))},
+		q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'spatial', @role_name = NULL});
+	is($node->safe_psql('postgres',
+			q{SELECT string_agg(column_name || '=' || postgres_type, ',' ORDER BY column_name)
+			    FROM mssql_cdc.describe_source('src', 'dbo.spatial') WHERE column_name IN ('g', 'gg')}),
+		'g=public.geometry,gg=public.geography', 'describe_source shows the PostGIS types');
+	$si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.spatial', snapshot_mode => 'initial')});
+	is($node->safe_psql('postgres',
+			q{SELECT string_agg(attname || '=' || format_type(atttypid, atttypmod), ',' ORDER BY attnum)
+			    FROM pg_attribute WHERE attrelid = 'public.src_dbo_spatial'::regclass AND attname IN ('g', 'gg')}),
+		'g=geometry,gg=geography', 'the staging columns are PostGIS geometry and geography');
+	ok($node->poll_query_until('postgres',
+			q{SELECT state = 'streaming' FROM mssql_cdc.status WHERE source_table = 'dbo.spatial'}),
+		'the snapshot is copied');
+	$si->tsql_ok(q{INSERT INTO dbo.spatial VALUES
+		(2, geometry::STGeomFromText('POINT (0.1234567890123456789 -1e-300)', 0), NULL),
+		(3, NULL, geography::STGeomFromText('LINESTRING (-122.36 47.656, -122.343 47.656)', 4326))});
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 3 FROM public.src_dbo_spatial}), 'changes stream');
+	my $rows = $node->safe_psql('postgres', q{
+		SELECT string_agg(format('%s %s %s %s', id, _cdc_op, coalesce(ST_AsEWKT(g), 'NULL'), coalesce(ST_AsEWKT(gg), 'NULL')),
+		                  E'\n' ORDER BY id) FROM public.src_dbo_spatial});
+	is($rows, join("\n",
+		'1 snapshot SRID=3857;POLYGON((0 0,10 0,10 10,0 0)) SRID=4326;POINT(-122.35 47.65)',
+		'2 insert POINT(0.123456789012346 -1e-300) NULL',
+		'3 insert NULL SRID=4326;LINESTRING(-122.36 47.656,-122.343 47.656)'),
+		'values land with their SRID, geography as longitude/latitude, NULL as NULL');
+	is($node->safe_psql('postgres',
+			q{SELECT ST_X(g) = 0.1234567890123456789::float8 AND ST_Y(g) = -1e-300::float8 FROM public.src_dbo_spatial WHERE id = 2}),
+		't', 'coordinates are exact (WKB doubles, not printed digits)');
+	is($node->safe_psql('postgres', q{SELECT ST_SRID(g) FROM public.src_dbo_spatial WHERE id = 2}), '0', 'SRID 0 kept');
+	is($node->safe_psql('postgres', q{SELECT spatial_postgis FROM mssql_cdc.tables WHERE source_table = 'spatial'}),
+		't', 'the table records its spatial mapping');
+	# dbo.matrix was added before PostGIS: it keeps its text columns and streams on
+	$si->tsql_ok(q{INSERT INTO dbo.matrix (id, c_geom) VALUES (9999, geometry::STGeomFromText('POINT (5 6)', 0))});
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM public.src_dbo_matrix WHERE id = 9999}),
+		'a table added before PostGIS streams on');
+	is($node->safe_psql('postgres', q{SELECT c_geom || '/' || pg_typeof(c_geom) FROM public.src_dbo_matrix WHERE id = 9999}),
+		'POINT (5 6)/text', 'with its text form');
+	is($node->safe_psql('postgres', q{SELECT mssql_cdc.map_type('geography')}), 'public.geography',
+		'map_type shows the PostGIS mapping');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM mssql_cdc.errors}), '0', 'no errors');
+}
 
 $node->stop;
 done_testing();

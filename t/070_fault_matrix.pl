@@ -56,7 +56,7 @@ CREATE ROLE loader;
 GRANT USAGE ON FOREIGN SERVER src TO loader;
 CREATE USER MAPPING FOR loader SERVER src
   OPTIONS (username 'cdc_reader', password '$reader_password');
-GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text),
+GRANT EXECUTE ON FUNCTION mssql_cdc.add_table,
   mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text) TO loader;
 GRANT CREATE ON SCHEMA public TO loader;
 });

@@ -27,6 +27,12 @@ def _int_or_none(value):
     return None if value is None else int(value)
 
 
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "on", "yes")
+    return bool(value)
+
+
 class Controller:
     """Executes control commands against a StandinServer and its engine."""
 
@@ -57,7 +63,11 @@ class Controller:
             return {"connections": self.server.describe_connections()}
         if cmd == "faults":
             return {"faults": faults.list(), "refuse_logins": faults.refuse_logins,
-                    "refuse_mode": faults.refuse_mode}
+                    "refuse_mode": faults.refuse_mode, "held": faults.held()}
+        if cmd == "release":
+            released = faults.release(_int_or_none(args.get("spid")))
+            self.server.log.write(0, "control", cmd=cmd, args=args)
+            return {"released": released}
         if cmd == "log":
             return {"entries": self.server.log.recent(int(args.get("since", 0)),
                                                       _int_or_none(args.get("spid")),
@@ -74,6 +84,13 @@ class Controller:
             params = {"seconds": seconds}
             if args.get("after_rows") is not None:
                 params["after_rows"] = int(args["after_rows"])
+            if _flag(args.get("hold")):
+                # held until `release`; seconds bounds the hold (default 300)
+                if "after_rows" not in params:
+                    raise ControlError("hold needs after_rows (a stall in the middle of a result)")
+                params["hold"] = True
+                if "seconds" not in args:
+                    params["seconds"] = 300.0
             if args.get("phase") is not None:
                 if args["phase"] not in ("request", "login"):
                     raise ControlError('phase must be "request" or "login"')
@@ -124,6 +141,13 @@ class Controller:
         # Engine-side commands: capture_freeze, fill_table, cleanup, stats...
         result = self.engine.control(cmd, args)
         self.server.log.write(0, "control", cmd=cmd, args=args)
+        if cmd == "restore" and not _flag(args.get("keep_connections")):
+            # RESTORE takes the database offline: its connections are closed
+            closed = 0
+            for c in self.server.describe_connections():
+                if (c.get("database") or "").lower() == str(result.get("database", "")).lower():
+                    closed += self.server.kill(c["spid"])
+            result = dict(result, closed_connections=closed)
         if result is None:
             result = {}
         if not isinstance(result, dict):

@@ -29,6 +29,7 @@ def node(name, *fields):
 
 # ---- expressions
 Literal = node("Literal", "value", "type")
+Collate = node("Collate", "expr", "collation")
 Var = node("Var", "name")
 GlobalVar = node("GlobalVar", "name")
 ColRef = node("ColRef", "parts")                 # [..., column]
@@ -84,11 +85,14 @@ SaveTran = node("SaveTran", "name", "line")
 Exec = node("Exec", "proc", "args", "line")           # args: [(name|None, expr, output)]
 Use = node("Use", "database", "line")
 AlterDatabaseSet = node("AlterDatabaseSet", "database", "option", "value", "line")
-CreateLogin = node("CreateLogin", "name", "password", "line")
+Reconfigure = node("Reconfigure", "override", "line")
+CreateLogin = node("CreateLogin", "name", "password", "default_language", "line")
 CreateUser = node("CreateUser", "name", "login", "line")
 CreateRole = node("CreateRole", "name", "line")
 AlterRoleAdd = node("AlterRoleAdd", "role", "member", "server", "line")
 Grant = node("Grant", "permission", "target", "principal", "line")   # target: parts or ('SCHEMA', name)
+# GRANT / DENY / REVOKE of a server permission (VIEW ANY DATABASE) to a login or public
+ServerPermission = node("ServerPermission", "action", "permission", "principal", "line")
 Block = node("Block", "statements", "line")
 Print = node("Print", "expr", "line")
 CreateIndex = node("CreateIndex", "name", "table", "columns", "unique", "clustered", "line")   # non-unique: no effect

@@ -5,8 +5,10 @@ DDL history.  See /work/shared/reference/sqlserver-cdc.md §2-§5.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import itertools
+import time
 
 from ..sqltypes import SqlType
 from . import lsn as L
@@ -72,6 +74,10 @@ class CdcState:
         self.ddl_history = []                 # dict rows
         self.scan_sessions = collections.deque(maxlen=200)
         self.next_scan_session = 1
+        self.scans_started = None             # time of the first scan (aggregate row 0)
+        self.last_scan_end = None             # end of the latest scan, empty or not
+        self.scan_tran_total = 0
+        self.last_dummy_at = None
         self.mapping = self._make_mapping()
 
     def _make_mapping(self):
@@ -153,6 +159,8 @@ class Cdc:
         ct = Table(db, cdc_schema, name + "_CT", eng.new_object_id(), cols,
                    cluster=[0, len(cols) - 1, 2, 3])
         ct.is_system = True
+        # read like cdc.fn_cdc_get_all_changes_<ci> reads it, WITH (NOLOCK)
+        ct.nolock_reads = True
         # One command id has one seqval (3/4 share both), so (start_lsn, command_id,
         # operation) is the clustered order too.  Seqval order is not: a split
         # update's rows sort differently by seqval (dml.Writer.log_split), so an
@@ -181,6 +189,22 @@ class Cdc:
         db.tables.pop(("cdc", ci.ct.name.lower()), None)
         db.by_id.pop(ci.ct.object_id, None)
         db.cdc.ddl_history = [h for h in db.cdc.ddl_history if h["object_id"] != ci.object_id]
+        if not db.cdc.instances:
+            self._empty_mapping(db)
+
+    def _empty_mapping(self, db):
+        """Disabling the last tracked table of a database empties
+        cdc.lsn_time_mapping (error 22909 is the failure of exactly that
+        cleanup), so sys.fn_cdc_get_max_lsn() is NULL afterwards."""
+        eng = self.engine
+        m = db.cdc.mapping
+        seq = eng.next_seq()
+        for k in m.keys:
+            rv = m.rows[k]
+            if rv.xmax is None:
+                rv.xmax = seq
+        eng.publish_seq(seq)
+        eng.gc_table(m)
 
     def record_ddl(self, table, command, required_update):
         if not table.capture_instances:
@@ -219,10 +243,34 @@ class Cdc:
             published += n
             if not st.log:
                 break
-        if published == 0:
+        if published == 0 and self._dummy_due(db):
             self._dummy_row(db)
         self._establish_start_lsns(db)
         return published
+
+    def _dummy_due(self, db):
+        """Whether an idle cycle writes a dummy mapping row.  Microsoft says
+        only that "in periods of inactivity, a dummy entry is added"; the
+        cadence is UNCONFIRMED, so engine option dummy_rows chooses: "every"
+        idle cycle (the default), "never", or at most one every N seconds.
+        With no capture instance left nothing is written (the mapping was
+        emptied with the last one).  A capture instance waiting for its
+        start gets one row in any mode, so that its start_lsn is at or below
+        the max LSN once established."""
+        st = db.cdc
+        if not st.instances:
+            return False
+        if any(ci.start_lsn is None for ci in st.instances.values()):
+            return True
+        mode = self.engine.options.get("dummy_rows", "every")
+        if mode == "every":
+            return True
+        if mode == "never":
+            return False
+        now = time.time()
+        if st.last_dummy_at is None or now - st.last_dummy_at >= float(mode):
+            return True
+        return False
 
     def _scan(self, db, maxtrans):
         """One scan: the next transactions (at most maxtrans) become visible
@@ -249,12 +297,31 @@ class Cdc:
         for _ in batch:
             st.log.popleft()
         eng.publish_seq(seq)
-        st.scan_sessions.append({
-            "session_id": st.next_scan_session, "start_time": start, "end_time": eng.now_ts(),
-            "tran_count": published, "start_lsn": first_lsn, "end_lsn": last_lsn,
-            "empty_scan_count": 0 if batch else 1})
-        st.next_scan_session += 1
+        self._record_scan(st, start, eng.now_ts(), published, first_lsn, last_lsn)
         return published, len(batch)
+
+    def _record_scan(self, st, start, end, published, first_lsn, last_lsn):
+        """One log scan session for sys.dm_cdc_log_scan_sessions.  How
+        consecutive empty sessions appear is UNCONFIRMED (the page only says
+        empty_scan_count is the "number of consecutive sessions that
+        contained no change data capture transactions"): engine option
+        empty_scans "rows" gives each its own row, "fold" counts them in the
+        row of the first one, whose end_time then stays put; the aggregate
+        row 0 ends at the latest session either way."""
+        if st.scans_started is None:
+            st.scans_started = start
+        st.last_scan_end = end
+        st.scan_tran_total += published
+        last = st.scan_sessions[-1] if st.scan_sessions else None
+        if (published == 0 and last is not None and last["tran_count"] == 0
+                and self.engine.options.get("empty_scans", "rows") == "fold"):
+            last["empty_scan_count"] += 1
+            return
+        st.scan_sessions.append({
+            "session_id": st.next_scan_session, "start_time": start, "end_time": end,
+            "tran_count": published, "start_lsn": first_lsn, "end_lsn": last_lsn,
+            "empty_scan_count": 0 if published else 1})
+        st.next_scan_session += 1
 
     def _rows_for(self, db, txn):
         """CT rows and the lsn_time_mapping row of one source transaction."""
@@ -320,6 +387,7 @@ class Cdc:
         now = eng.now_datetime()
         db.cdc.mapping.insert_committed((L.to_bytes(lsn), now, now, bytes(10), bytes(10)), seq)
         eng.publish_seq(seq)
+        db.cdc.last_dummy_at = time.time()
 
     def _establish_start_lsns(self, db):
         mx = db.cdc.max_lsn()
@@ -330,33 +398,57 @@ class Cdc:
                 ci.start_lsn = L.to_bytes(ci.enable_lsn)
 
     # ---------------------------------------------------------------- cleanup
-    def cleanup(self, db, ci, mark: bytes):
-        """Raise ci's low endpoint to mark and delete older change rows.
-        Validation (22964 / 22957) is done by the caller."""
+    def cleanup(self, db, ci, mark: bytes, threshold=5000, between=None):
+        """Cleanup as SQL Server runs it (ENGINE.md, CDC model, cleanup): the
+        low watermark (ci.start_lsn, what fn_cdc_get_min_lsn returns) is raised
+        first, in a step of its own; then change rows below it, and mapping rows
+        below every instance's mark, are deleted by statements of at most
+        `threshold` rows, each committed on its own.  `between()` runs after the
+        mark and after every statement: the caller holds the engine lock and lets
+        readers run there, and since change tables are read with NOLOCK
+        semantics (query.scan_table) a reader sees each batch as it commits.
+        Validation (22964 / 22957) is done by the caller.  Returns the number of
+        change rows deleted."""
         eng = self.engine
-        seq = eng.next_seq()
+        threshold = max(1, int(threshold or 5000))
+        between = between or (lambda: None)
         ci.start_lsn = mark
-        ct = ci.ct
-        deleted = 0
-        for k in ct.keys:
-            if k[0] >= mark:
-                break
-            rv = ct.rows[k]
-            if rv.xmax is None:
-                rv.xmax = seq
-                deleted += 1
+        between()
+        deleted = self._delete_below(ci.ct, mark, lambda k: k[0], threshold, between)
         low = min((c.start_lsn for c in db.cdc.instances.values() if c.start_lsn is not None), default=mark)
-        m = db.cdc.mapping
-        for k in m.keys:
-            if k >= low:
-                break
-            rv = m.rows[k]
-            if rv.xmax is None:
-                rv.xmax = seq
-        eng.publish_seq(seq)
-        eng.gc_table(ct)
-        eng.gc_table(m)
+        self._delete_below(db.cdc.mapping, low, lambda k: k, threshold, between)
+        eng.gc_table(ci.ct)
+        eng.gc_table(db.cdc.mapping)
         return deleted
+
+    def _delete_below(self, table, bound, lsn_of, threshold, between):
+        """Delete the rows of a CDC table whose key LSN is below bound, at most
+        threshold per committed statement; resumes after the last key seen, so
+        rows the capture job appends meanwhile do not disturb it."""
+        eng = self.engine
+        deleted = 0
+        last = None
+        while True:
+            keys = table.keys
+            i = 0 if last is None else bisect.bisect_right(keys, last)
+            batch = []
+            while i < len(keys) and len(batch) < threshold:
+                k = keys[i]
+                if lsn_of(k) >= bound:
+                    break
+                rv = table.rows.get(k)
+                if rv is not None and rv.xmax is None:
+                    batch.append(rv)
+                last = k
+                i += 1
+            if not batch:
+                return deleted
+            seq = eng.next_seq()
+            for rv in batch:
+                rv.xmax = seq
+            eng.publish_seq(seq)
+            deleted += len(batch)
+            between()
 
 
 def _full_mask(n):

@@ -1,5 +1,6 @@
 """T-SQL surface of the CLR types: instance methods (col.ToString(),
-col.STAsText(), col.GetLevel(), col.STSrid()) and static methods
+col.STAsText(), col.STAsBinary(), col.GetLevel(), col.STSrid()), the
+property col.STSrid, and static methods
 (geometry::STGeomFromText, geography::Point, hierarchyid::Parse ...)."""
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def compile_instance_method(comp, e, method):
     geo = t.name == "geography"
     if t.name != "hierarchyid" and method in ("stastext", "astextzm", "tostring"):
         return (lambda row: None if row[i] is None else clr.spatial_to_wkt(row[i], geo)), T.nvarchar(-1)
+    if t.name != "hierarchyid" and method == "stasbinary":
+        big = bool(comp.ctx.engine.options.get("wkb_big_endian", False))
+        return (lambda row: None if row[i] is None else clr.spatial_to_wkb(row[i], geo, big)), T.varbinary(-1)
     if t.name != "hierarchyid" and method == "stsrid":
         return (lambda row: None if row[i] is None else struct.unpack_from("<i", row[i])[0]), T.INT_TYPE
     raise comp.err(6506, 16, 10, "Could not find method '%s' for type '%s' in assembly 'Microsoft.SqlServer.Types'"
@@ -76,3 +80,21 @@ def compile_static_method(comp, e, type_name, method):
             return point, t
     raise comp.err(6506, 16, 10, "Could not find method '%s' for type '%s' in assembly 'Microsoft.SqlServer.Types'"
                    % (e.name[-1], type_name))
+
+
+# Properties of the spatial types, read without parentheses (`col.STSrid`)
+SPATIAL_PROPERTIES = {"stsrid"}
+
+
+def compile_property(comp, parts):
+    """`<column>.Property` for a CLR-typed column; None when it is not one."""
+    if len(parts) < 2 or parts[-1].lower() not in SPATIAL_PROPERTIES:
+        return None
+    try:
+        col = comp.scope.resolve(parts[:-1], comp.line)
+    except SqlError:
+        return None
+    if col.type.name not in ("geometry", "geography"):
+        return None
+    i = col.index
+    return (lambda row: None if row[i] is None else struct.unpack_from("<i", row[i])[0]), T.INT_TYPE

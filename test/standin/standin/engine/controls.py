@@ -72,6 +72,55 @@ def c_set_interval(eng, args):
     return {"capture_interval": s}
 
 
+def dummy_rows_option(value):
+    """'every' | 'never' | seconds (> 0) -> the engine option dummy_rows."""
+    v = str(value).strip().lower()
+    if v in ("every", "never"):
+        return v
+    try:
+        secs = float(v)
+    except ValueError:
+        raise ValueError("dummy_rows must be 'every', 'never' or a number of seconds, not %r" % value)
+    if secs <= 0:
+        raise ValueError("dummy_rows seconds must be > 0")
+    return secs
+
+
+def empty_scans_option(value):
+    v = str(value).strip().lower()
+    if v not in ("rows", "fold"):
+        raise ValueError("empty_scans must be 'rows' or 'fold', not %r" % value)
+    return v
+
+
+def c_capture_options(eng, args):
+    """capture_options {dummy_rows?, empty_scans?}: the UNCONFIRMED habits of
+    the capture job (see cdc.py): dummy mapping rows on idle cycles 'every'
+    cycle, 'never' or at most every N seconds; empty log scan sessions as
+    'rows' or 'fold'ed into one row.  Returns the current settings."""
+    with eng.lock:
+        if "dummy_rows" in args:
+            eng.options["dummy_rows"] = dummy_rows_option(args["dummy_rows"])
+        if "empty_scans" in args:
+            eng.options["empty_scans"] = empty_scans_option(args["empty_scans"])
+        return {"dummy_rows": eng.options.get("dummy_rows", "every"),
+                "empty_scans": eng.options.get("empty_scans", "rows")}
+
+
+def c_security_options(eng, args):
+    """security_options {null_role_access?}: who may read the query functions
+    of a capture instance enabled with @role_name = NULL (UNCONFIRMED, see
+    security.py): 'select' (SELECT on the source table suffices) or
+    'dbo_only' (db_owner, or a grant on the function / schema cdc)."""
+    with eng.lock:
+        if "null_role_access" in args:
+            v = str(args["null_role_access"]).strip().lower()
+            if v not in ("select", "dbo_only"):
+                raise ValueError("null_role_access must be 'select' or 'dbo_only', not %r" % args["null_role_access"])
+            eng.options["null_role_access"] = v
+        return {"null_role_access": eng.options.get("null_role_access", "select")}
+
+
 def c_cleanup(eng, args):
     from .procedures import cleanup_to
     db = _db(eng, args)
@@ -88,8 +137,58 @@ def c_cleanup(eng, args):
                 raise ValueError("lsn_time_mapping is empty")
         elif isinstance(mark, str):
             mark = bytes.fromhex(mark[2:] if mark.lower().startswith("0x") else mark)
-        cleanup_to(eng, db, ci, mark, group_by_time=False)   # the exact mark, for deterministic tests
+        # the exact mark, for deterministic tests; batches of the cleanup job's
+        # threshold (sys.sp_cdc_change_job @threshold) unless given
+        threshold = int(args.get("threshold") or db.cdc.job["threshold"])
+        cleanup_to(eng, db, ci, mark, group_by_time=False, threshold=threshold)
         return {"capture_instance": ci.name, "min_lsn": "0x" + ci.start_lsn.hex().upper()}
+
+
+def c_wkb_byte_order(eng, args):
+    """wkb_byte_order order=big|little: the byte order of STAsBinary() (UNCONFIRMED, ENGINE.md)."""
+    order = str(args.get("order", "little")).lower()
+    if order not in ("big", "little"):
+        raise ValueError("order must be big or little")
+    with eng.lock:
+        eng.options["wkb_big_endian"] = order == "big"
+    return {"order": order}
+
+
+def _flag(value, default):
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.lower() in ("1", "true", "on", "yes")
+    return bool(value)
+
+
+def c_restore(eng, args):
+    """restore {lsn?, new_fork?, new_database_guid?, database?}: the database
+    as of LSN `lsn` (default: now), on a new recovery fork (restore.py).  The
+    control port then closes the connections to that database, as RESTORE
+    needs exclusive access."""
+    from .restore import restore
+    db = _db(eng, args)
+    with eng.lock:
+        lsn = args.get("lsn")
+        if lsn is None:
+            value = db.lsn.current()
+        else:
+            text = str(lsn)
+            value = L.from_bytes(bytes.fromhex(text[2:] if text.lower().startswith("0x") else text))
+        return restore(eng, db, value, new_fork=_flag(args.get("new_fork"), True),
+                       new_database_guid=_flag(args.get("new_database_guid"), False))
+
+
+def c_set_option(eng, args):
+    """set_option {name, value}: an engine option (ENGINE.md) at run time."""
+    name = str(args["name"])
+    if name not in eng.options:
+        raise ValueError("unknown engine option %r (known: %s)" % (name, ", ".join(sorted(eng.options))))
+    value = _flag(args.get("value"), True)
+    with eng.lock:
+        eng.options[name] = value
+    return {name: value}
 
 
 def c_stats(eng, args):
@@ -418,5 +517,7 @@ def c_clock(eng, args):
 CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
-    "fill_table": c_fill_table, "deny_select": c_deny_select, "clock": c_clock,
+    "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
+    "capture_options": c_capture_options, "security_options": c_security_options, "restore": c_restore,
+    "set_option": c_set_option, "clock": c_clock,
 }

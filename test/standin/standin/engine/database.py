@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from ..results import SqlError
 from .lsn import LsnCounter
 
@@ -40,6 +42,15 @@ class Database:
         self.lsn = LsnCounter()
         self.users = {}                 # lower name -> User (users and roles)
         self.cdc = None                 # CdcState once sp_cdc_enable_db ran
+        # identity (sys.database_recovery_status); a restore starts a new recovery fork
+        self.database_guid = uuid.uuid4()
+        self.family_guid = uuid.uuid4()
+        self.recovery_fork_guid = uuid.uuid4()
+        self.first_recovery_fork_guid = self.recovery_fork_guid
+        self.fork_point_lsn = None      # int LSN of the current fork point
+        # committed row changes of user tables, for the `restore` control:
+        # [(commit_lsn, [(table, key, before, after, schema_version)])]
+        self.journal = []
         self.next_principal = 5
         for sid, sname in ((1, "dbo"), (2, "guest"), (3, "INFORMATION_SCHEMA"), (4, "sys")):
             self.schemas[sname.lower()] = Schema(sid, sname)

@@ -52,6 +52,11 @@ class Writer:
         self.db = table.db
         self.txn = ctx.txn
         self.line = line
+        if table.schema_lock_waiters and self.txn is not None and \
+                not any(e[1] is table for e in self.txn.undo):
+            # a pending sp_cdc_enable_table (schema lock) goes first
+            from .procedures import wait_lock
+            wait_lock(ctx, line, lambda: table.schema_lock_waiters > 0)
         self.tracked = bool(table.capture_instances)
 
     # ---- locking

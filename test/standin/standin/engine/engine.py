@@ -8,6 +8,7 @@ import threading
 
 from ..results import EngineConfig, ReturnStatus, ReturnValue, SqlError
 from ..sqltypes import TICKS_PER_SECOND
+from . import languages
 from . import values as V
 from .cdc import Cdc
 from .clock import WINDOWS_ZONES, ServerClock, Zone
@@ -27,11 +28,31 @@ OPTION_CHOICES = {"split_update_seqval": ("shared", "ascending", "inverted"),
                   "unique_update": ("split", "in_place")}
 
 
+def _journal_entries(undo):
+    """The row changes of a committing transaction as (table, key, before,
+    after, schema_version) per database, for the `restore` control (a
+    point-in-time restore undoes them, newest first)."""
+    out = {}
+    for kind, table, key, rv in undo:
+        if table.is_system:
+            continue
+        if kind == "ins":
+            before, after = None, rv.values
+        elif kind == "del":
+            before, after = rv.values, None
+        else:
+            before, after = rv.prev.values, rv.values
+        out.setdefault(table.db, []).append((table, key, before, after, table.schema_version))
+    return out
+
+
 class Engine:
     def __init__(self, config: EngineConfig = None, **options):
         self.config = config or EngineConfig()
         # engine options that are not part of EngineConfig (see ENGINE.md)
         self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
+                        "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select",
+                        "enable_table_waits": True, "wkb_big_endian": False,
                         "split_update_seqval": "shared", "unique_update": "split",
                         "current_timezone_id": True}
         self.options.update(options)
@@ -77,22 +98,29 @@ class Engine:
         self._thread.start()
 
     # ================================================================ API
-    def login(self, user, password, database, app_name="", host_name=""):
+    def login(self, user, password, database, app_name="", host_name="", language=None):
+        """language: the LOGIN7 language field (FreeTDS: freetds.conf `language`);
+        an empty or unknown one leaves the login's default language."""
         login = self.security.authenticate(user, password)
         dbname = database or "master"
         db = self.databases.get(dbname.lower())
         if db is None or not self.security.can_open(login, db):
             raise SqlError(4060, 11, 1, 'Cannot open database "%s" requested by the login. The login failed.'
                            % dbname)
-        return Session(next(self._spids), login, db.name, app_name, host_name)
+        session = Session(next(self._spids), login, db.name, app_name, host_name)
+        if language and languages.find_language(language) is not None:
+            languages.set_language(session, language)
+        return session
 
     def execute_batch(self, session, sql_text):
         statement_log.info("spid %s batch: %s", session.spid, sql_text)
+        languages.enter(session)
         return self.executor.run_batch(session, sql_text)
 
     def execute_rpc(self, session, proc_name, params):
         statement_log.info("spid %s rpc %s(%s)", session.spid, proc_name,
                            ", ".join("%s=%r" % (p.name, p.value) for p in params))
+        languages.enter(session)
         return self._rpc(session, proc_name, params)
 
     def _rpc(self, session, proc_name, params):
@@ -227,10 +255,13 @@ class Engine:
                 seq = self.next_seq()
                 dbs = {entry[1].db for entry in txn.undo} | set(txn.records)
                 now = self.now_ts()
+                journal = _journal_entries(txn.undo)
                 for db in dbs:
                     commit_lsn = db.lsn.next_block()
                     recs = txn.records.get(db, [])
                     self.cdc.on_commit(db, txn, recs, commit_lsn, now)
+                    if journal.get(db):
+                        db.journal.append((commit_lsn, journal[db]))
                 txn.end_time = now
                 touched = txn.finish_commit(seq)
                 self.publish_seq(seq)
@@ -322,6 +353,22 @@ class Engine:
         if db is None:
             return None
         return db.find_table(schema, parts[-1])
+
+    def find_named_object(self, ctx, parts):
+        """The catalog tables of schema cdc that are built on demand and the
+        query functions, as 'cdc.<name>' (lower case) for GRANT; None if
+        there is no such object."""
+        if not parts or len(parts) > 3 or len(parts) < 2 or (parts[-2] or "").lower() != "cdc":
+            return None
+        db = self.databases.get(parts[-3].lower()) if len(parts) == 3 and parts[-3] else ctx.db
+        if db is None or db.cdc is None:
+            return None
+        from .views import CDC_VIEWS
+        name = parts[-1].lower()
+        if name in CDC_VIEWS or (name.startswith("fn_cdc_get_all_changes_")
+                                 and name[len("fn_cdc_get_all_changes_"):] in db.cdc.instances):
+            return "cdc." + name
+        return None
 
     def name_taken(self, db, schema, name):
         return False

@@ -10,6 +10,7 @@ from ..results import (Done, EnvChange, Message, ResultSet, ReturnStatus, Return
                        RowCount, SqlError)
 from ..sqltypes import SqlType
 from . import ast as A
+from . import languages
 from . import values as V
 from .expressions import Compiler, Scope
 from .parser import Parser, parse_batch
@@ -326,6 +327,7 @@ class Executor:
     def s_SetOption(self, ctx, st):
         s = ctx.session
         val = st.value
+        out = []
         for name in st.name:
             if name == "NOCOUNT":
                 s.nocount = val == "ON"
@@ -336,11 +338,18 @@ class Executor:
                     s.lock_timeout_ms = int(val)
                 except ValueError:
                     raise SqlError(102, 15, 1, "Incorrect syntax near '%s'." % val, st.line)
+            elif name == "LANGUAGE":
+                old = s.language
+                new = languages.set_language(s, val, st.line)
+                out.append(EnvChange("language", new=new, old=old))
+                out.append(Message(5703, 1, 0, "Changed language setting to %s." % new, st.line))
+            elif name == "DATEFORMAT":
+                languages.set_dateformat(s, val, st.line)
             elif name in KNOWN_SET_OPTIONS:
                 s.options[name] = val
             else:
                 raise SqlError(195, 15, 5, "'%s' is not a recognized SET option." % name, st.line)
-        return []
+        return out
 
     def s_SetIsolation(self, ctx, st):
         ctx.session.isolation = st.level
@@ -455,7 +464,10 @@ class Executor:
     def s_CreateLogin(self, ctx, st):
         if not ctx.session.login.sysadmin:
             raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", st.line)
-        self.engine.security.add_login(st.name, st.password)
+        if st.default_language is not None and languages.find_language(st.default_language) is None:
+            raise SqlError(15005, 16, 1, "'%s' is not a valid official language name." % st.default_language,
+                           st.line)
+        self.engine.security.add_login(st.name, st.password, default_language=st.default_language)
         return []
 
     def s_CreateUser(self, ctx, st):
@@ -523,10 +535,30 @@ class Executor:
             principal.grants.add(("SELECT_SCHEMA", s.schema_id))
         else:
             obj = eng.find_object(ctx, st.target)
-            if obj is None:
+            if obj is not None:
+                principal.grants.add(("SELECT", obj.object_id))
+                return []
+            named = eng.find_named_object(ctx, st.target)
+            if named is None:
                 raise SqlError(15151, 16, 1, "Cannot find the object '%s', because it does not exist or you do "
                                "not have permission." % st.target[-1], st.line)
-            principal.grants.add(("SELECT", obj.object_id))
+            principal.grants.add(("SELECT_NAME", named))
+        return []
+
+    def s_Reconfigure(self, ctx, st):
+        from .procedures import reconfigure
+        reconfigure(ctx, st.line)
+        return []
+
+    def s_ServerPermission(self, ctx, st):
+        sec = self.engine.security
+        if not ctx.session.login.sysadmin:
+            raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", st.line)
+        name = st.principal.lower()
+        if name != "public" and name not in sec.logins:
+            raise SqlError(15151, 16, 1, "Cannot find the login '%s', because it does not exist or you do not "
+                           "have permission." % st.principal, st.line)
+        sec.set_server_permission(name, st.permission, st.action)
         return []
 
     # ---------------------------------------------------------------- EXEC
@@ -553,6 +585,9 @@ class Executor:
             args.append((pname, fn(()), t, out))
         if name == "sp_executesql":
             return list(self.exec_sql(ctx.session, args, st.line, nested=True))
+        if name == "sp_describe_first_result_set" and (len(st.proc) < 2 or (st.proc[-2] or "").lower() in ("sys", "dbo", "")):
+            from .describe import describe_first_result_set
+            return describe_first_result_set(self, ctx.session, args, st.line)
         p = find_proc(st.proc, st.line)
         bound = bind_args(p, args, st.line)
         items, status = p.fn(ctx, bound, st.line)
@@ -626,7 +661,7 @@ class Executor:
         return items
 
 
-NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare",
+NO_TXN = {"BeginTran", "CommitTran", "RollbackTran", "SaveTran", "SetOption", "SetIsolation", "Declare", "Reconfigure",
           "SetVar", "Use", "CreateLogin", "Print", "SetIdentityInsert", "AlterDatabaseSet", "RaiseError"}
 
 KNOWN_SET_OPTIONS = {"ANSI_NULLS", "ANSI_NULL_DFLT_ON", "ANSI_NULL_DFLT_OFF", "ANSI_PADDING", "ANSI_WARNINGS",

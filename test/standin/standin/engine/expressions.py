@@ -97,6 +97,15 @@ class Compiler:
         v = e.value
         return const(v), e.type
 
+    def c_Collate(self, e):
+        """expr COLLATE name: the value as is, compared and converted under
+        that collation ("COLLATE (Transact-SQL)"); 447 for a non-character
+        expression."""
+        fn, t = self.compile(e.expr)
+        if not t.is_character() and t is not T.NULL_TYPE:
+            raise self.err(447, 16, 0, "Expression type %s is invalid for COLLATE clause." % t.name)
+        return fn, T.with_collation(t, e.collation, self.line)
+
     def c_Var(self, e):
         var = self.ctx.lookup_var(e.name, self.line)
         return (lambda row, var=var: var[1]), var[0]
@@ -107,7 +116,14 @@ class Compiler:
 
     def c_ColRef(self, e):
         agg = self.scope.aggregates
-        col = self.scope.resolve(e.parts, self.line)
+        try:
+            col = self.scope.resolve(e.parts, self.line)
+        except SqlError:
+            from .clr_functions import compile_property
+            prop = compile_property(self, e.parts)   # geometry/geography col.STSrid
+            if prop is None:
+                raise
+            return prop
         i = col.index
         if agg is not None and agg.group_exprs is not None and not agg.allows_column(col):
             raise self.err(8120, 16, 1, "Column '%s' is invalid in the select list because it is not "
@@ -144,6 +160,11 @@ class Compiler:
     def c_Cast(self, e):
         fn, st = self.compile(e.expr)
         dst = e.type
+        if dst.is_character() and st.is_character() and st.collation is not None:
+            # the output of CAST/CONVERT has the collation of a character
+            # input ("CAST and CONVERT", Output Collation): N'…' COLLATE x
+            # cast to varchar converts through x's code page
+            dst = SqlType(dst.name, dst.length, dst.precision, dst.scale, st.collation)
         conv = V.convert
         if e.style is None:
             return (lambda row: conv(fn(row), st, dst, None, True)), dst

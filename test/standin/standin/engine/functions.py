@@ -65,7 +65,9 @@ def global_variable(comp, name):
     if n == "@@MAX_PRECISION":
         return (lambda row: 38), SqlType("tinyint")
     if n == "@@LANGUAGE":
-        return (lambda row: "us_english"), T.nvarchar(128)
+        return (lambda row: s.language), T.nvarchar(128)
+    if n == "@@DATEFIRST":
+        return (lambda row: s.datefirst), SqlType("tinyint")
     if n == "@@SERVICENAME":
         return (lambda row: "MSSQLSERVER"), T.nvarchar(128)
     if n == "@@OPTIONS":
@@ -142,7 +144,7 @@ def compile_function(comp, e):
     return h(comp, e)
 
 
-CLR_METHODS = {"tostring", "stastext", "astextzm", "getlevel", "stsrid"}
+CLR_METHODS = {"tostring", "stastext", "stasbinary", "astextzm", "getlevel", "stsrid"}
 CDC_FUNCS = {"fn_cdc_get_max_lsn", "fn_cdc_get_min_lsn", "fn_cdc_increment_lsn", "fn_cdc_decrement_lsn",
              "fn_cdc_map_lsn_to_time", "fn_cdc_map_time_to_lsn", "fn_cdc_is_bit_set",
              "fn_cdc_get_column_ordinal", "fn_cdc_has_column_changed"}
@@ -221,7 +223,7 @@ def f_datalength(comp, e):
         if v is None:
             return None
         if isinstance(v, str):
-            return len(v.encode("utf-16-le")) if t.name in T.UNICODE_TYPES else len(v.encode("cp1252", "replace"))
+            return len(v.encode("utf-16-le")) if t.name in T.UNICODE_TYPES else len(v.encode(T.codec(t), "replace"))
         if isinstance(v, (bytes, bytearray)):
             return len(v)
         return T.SYSTEM_TYPES.get(t.name, (0, 8))[1]
@@ -461,6 +463,55 @@ def f_todto(comp, e):
     return run, SqlType("datetimeoffset", scale=scale)
 
 
+_DATEDIFF_UNITS = {"year": "year", "yy": "year", "yyyy": "year", "month": "month", "mm": "month", "m": "month",
+                   "day": "day", "dd": "day", "d": "day", "hour": "hour", "hh": "hour",
+                   "minute": "minute", "mi": "minute", "n": "minute", "second": "second", "ss": "second",
+                   "s": "second", "millisecond": "millisecond", "ms": "millisecond"}
+
+
+@builtin("datediff")
+def f_datediff(comp, e):
+    """DATEDIFF(datepart, start, end): the number of datepart boundaries
+    crossed from start to end (page "DATEDIFF (Transact-SQL)"); datetimeoffset
+    operands compare in UTC."""
+    _nargs(comp, e, 3)
+    part = e.args[0].value if isinstance(e.args[0], A.Literal) else None
+    unit = _DATEDIFF_UNITS.get(part)
+    if unit is None:
+        raise comp.err(155, 15, 1, "'%s' is not a recognized datediff option." % (part or "?"))
+    (a, at), (b, bt) = _args(comp, e)[1:]
+    dt2 = SqlType("datetime2", scale=7)
+
+    def parts(v, t):
+        if isinstance(v, str):
+            v = V.convert(v, t, dt2)
+        date, ticks, off = V.temporal_parts(v)
+        date = date or V.EPOCH_1900
+        ticks = ticks or 0
+        if off:
+            total = (date.toordinal() * 86400 * TICKS_PER_SECOND + ticks) - off * 60 * TICKS_PER_SECOND
+            date = datetime.date.fromordinal(total // (86400 * TICKS_PER_SECOND))
+            ticks = total % (86400 * TICKS_PER_SECOND)
+        return date, ticks
+
+    def run(row):
+        x, y = a(row), b(row)
+        if x is None or y is None:
+            return None
+        (d1, t1), (d2, t2) = parts(x, at), parts(y, bt)
+        if unit == "year":
+            return d2.year - d1.year
+        if unit == "month":
+            return (d2.year - d1.year) * 12 + d2.month - d1.month
+        days = d2.toordinal() - d1.toordinal()
+        if unit == "day":
+            return days
+        per = {"hour": 3600 * TICKS_PER_SECOND, "minute": 60 * TICKS_PER_SECOND, "second": TICKS_PER_SECOND,
+               "millisecond": TICKS_PER_SECOND // 1000}[unit]
+        return days * (86400 * TICKS_PER_SECOND // per) + t2 // per - t1 // per
+    return run, T.INT_TYPE
+
+
 @builtin("datepart")
 def f_datepart(comp, e):
     _nargs(comp, e, 2)
@@ -522,7 +573,10 @@ def f_object_id(comp, e):
         except SqlError:
             return None
         obj = ctx.engine.find_object(ctx, parts)
-        return None if obj is None else obj.object_id
+        # metadata visibility: NULL for an object the caller has no permission on
+        if obj is None or not ctx.engine.security.can_see(ctx.session, obj.db, obj):
+            return None
+        return obj.object_id
     return run, T.INT_TYPE
 
 
@@ -544,6 +598,8 @@ def f_object_name(comp, e):
             if v is None:
                 return None
             return v[0] if want_schema else v[1]
+        if not comp.ctx.engine.security.can_see(comp.ctx.session, db, t):
+            return None
         return t.schema.name if want_schema else t.name
     return run, T.SYSNAME_TYPE
 

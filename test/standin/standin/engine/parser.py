@@ -15,6 +15,7 @@ from ..results import SqlError
 from ..sqltypes import SqlType
 from . import ast as A
 from . import types as T
+from . import values as V
 from .lexer import (BINARY, DECIMAL, EOF, FLOAT, IDENT, INT, NSTRING, OP, QIDENT,
                     RESERVED, STRING, VAR, Token, tokenize)
 
@@ -216,6 +217,17 @@ class Parser:
             return A.Use(self.name(), line=line)
         if kw == "GRANT":
             return self.grant()
+        if kw == "RECONFIGURE":
+            self.advance()
+            override = False
+            if self.accept_kw("WITH"):
+                if not (self.tok.kind == IDENT and self.tok.value.upper() == "OVERRIDE"):
+                    raise self.error()
+                self.advance()
+                override = True
+            return A.Reconfigure(override, line=line)
+        if kw in ("DENY", "REVOKE"):
+            return self.deny_or_revoke(kw)
         if kw == "PRINT":
             self.advance()
             return A.Print(self.expr(), line=line)
@@ -586,7 +598,7 @@ class Parser:
         e = self.primary()
         if self.is_kw("COLLATE"):
             self.advance()
-            self.any_name()
+            e = A.Collate(e, self.any_name())
         while self.is_kw("AT") and self.is_kw("TIME", k=1) and self.is_kw("ZONE", k=2):
             self.advance()
             self.advance()
@@ -616,7 +628,10 @@ class Parser:
             return A.Literal(float(t.value), T.FLOAT_TYPE)
         if k == STRING:
             self.advance()
-            return A.Literal(t.value, T.varchar(max(1, len(t.value)) if len(t.value) <= 8000 else -1))
+            # a non-Unicode literal is converted through the database's code
+            # page (every stand-in database: SQL_Latin1_General_CP1_CI_AS)
+            v = V.to_codepage(t.value)
+            return A.Literal(v, T.varchar(max(1, len(v)) if len(v) <= 8000 else -1))
         if k == NSTRING:
             self.advance()
             n = len(t.value.encode("utf-16-le")) // 2
@@ -913,11 +928,14 @@ class Parser:
             pw = self.advance()
             if pw.kind not in (STRING, NSTRING):
                 raise self.error(pw)
+            default_language = None
             while self.accept_op(","):
-                self.any_name()
+                opt = self.any_name().upper()
                 self.expect_op("=")
-                self.advance()
-            return A.CreateLogin(name, pw.value, line=line)
+                v = self.advance()
+                if opt == "DEFAULT_LANGUAGE":
+                    default_language = v.value
+            return A.CreateLogin(name, pw.value, default_language, line=line)
         if self.accept_kw("USER"):
             name = self.name()
             login = name
@@ -1214,8 +1232,8 @@ class Parser:
     def starts_statement(self):
         return self.is_kw("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "EXEC",
                           "EXECUTE", "SET", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "USE", "TRUNCATE",
-                          "GRANT", "SAVE", "END", "PRINT", "IF", "ELSE", "WAITFOR", "RAISERROR",
-                          "THROW", "WHILE", "BREAK", "CONTINUE")
+                          "GRANT", "DENY", "REVOKE", "SAVE", "END", "PRINT", "IF", "ELSE", "WAITFOR", "RAISERROR",
+                          "THROW", "WHILE", "BREAK", "CONTINUE", "RECONFIGURE")
 
     def grant(self):
         line = self.tok.line
@@ -1226,6 +1244,8 @@ class Parser:
         if perm == "VIEW":
             perm += " " + self.any_name().upper() + " " + self.any_name().upper()
             self.expect_kw("TO")
+            if perm == "VIEW ANY DATABASE":
+                return A.ServerPermission("GRANT", perm, self.any_name(), line=line)
             return A.Grant(perm, None, self.name(), line=line)
         self.expect_kw("ON")
         if self.is_kw("SCHEMA") and self.is_op("::", k=1):
@@ -1239,6 +1259,23 @@ class Parser:
             target = self.multipart()
         self.expect_kw("TO")
         return A.Grant(perm, target, self.name(), line=line)
+
+
+    def deny_or_revoke(self, kw):
+        """DENY VIEW ANY DATABASE TO p / REVOKE VIEW ANY DATABASE FROM|TO p:
+        the only server permission the stand-in models (it decides who sees
+        the rows of sys.database_recovery_status)."""
+        line = self.tok.line
+        self.advance()
+        start = self.tok
+        perm = " ".join(self.any_name().upper() for _ in range(3))
+        if perm != "VIEW ANY DATABASE":
+            raise self.error(start)
+        if kw == "REVOKE" and self.is_kw("FROM"):
+            self.advance()
+        else:
+            self.expect_kw("TO")
+        return A.ServerPermission(kw, perm, self.any_name(), line=line)
 
 
 def parse_batch(text: str):

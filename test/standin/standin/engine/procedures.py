@@ -39,7 +39,7 @@ PARAM_TYPES = {
     "@fCleanupFailed": T.BIT_TYPE, "@start_job": T.BIT_TYPE, "@threshold": T.BIGINT_TYPE,
     "@maxtrans": T.INT_TYPE, "@maxscans": T.INT_TYPE, "@pollinginterval": T.BIGINT_TYPE,
     "@retention": T.BIGINT_TYPE, "@low_water_mark": T.LSN_TYPE,
-    "@captured_column_list": T.nvarchar(-1),
+    "@captured_column_list": T.nvarchar(-1), "@configname": T.varchar(35), "@configvalue": T.INT_TYPE,
 }
 
 
@@ -216,9 +216,59 @@ def sp_cdc_enable_table(ctx, a, line):
         if c.name.startswith("__$"):
             raise SqlError(22975, 16, 1, "Could not create a capture instance because column '%s' in the source "
                            "table uses a reserved column name (__$)." % c.name, line)
+    if eng.options.get("enable_table_waits", True):
+        wait_for_table_writers(ctx, table, line)
     eng.cdc.create_capture_instance(db, table, ci_name, cols, index_name, index_cols, a["@role_name"], net,
                                     a["@filegroup_name"], bool(a["@allow_partition_switch"]))
     return [], 0
+
+
+def open_writer(table, own):
+    """A transaction other than `own` with uncommitted row versions in table."""
+    for rv in table.rows.values():
+        while rv is not None:
+            for x in (rv.xmin, rv.xmax):
+                if x is not None and x.__class__ is not int and x is not own:
+                    return x
+            if rv.xmin.__class__ is int:
+                break
+            rv = rv.prev
+    return None
+
+
+def wait_lock(ctx, line, still_blocked):
+    """Wait like a lock request: until still_blocked() is false, honouring
+    SET LOCK_TIMEOUT (1222) and ATTENTION (the statement is cancelled)."""
+    import time
+    from .dml import cancelled
+    session = ctx.session
+    deadline = None
+    while still_blocked():
+        timeout = session.lock_timeout_ms
+        if timeout == 0:
+            raise SqlError(1222, 16, 51, "Lock request time out period exceeded.", line)
+        now = time.monotonic()
+        if deadline is None:
+            deadline = None if timeout < 0 else now + timeout / 1000.0
+        if deadline is not None and now >= deadline:
+            raise SqlError(1222, 16, 51, "Lock request time out period exceeded.", line)
+        if session.cancelled:
+            raise cancelled(line)
+        ctx.engine.cond.wait(0.05)
+
+
+def wait_for_table_writers(ctx, table, line):
+    """sp_cdc_enable_table changes the source table's metadata under a schema
+    modification lock (UNCONFIRMED whether it waits; engine option
+    enable_table_waits, ENGINE.md): it waits until no other open transaction
+    has written the table, and while it waits, transactions that have not
+    written the table yet wait for it (lock queue)."""
+    table.schema_lock_waiters += 1
+    try:
+        wait_lock(ctx, line, lambda: open_writer(table, ctx.txn) is not None)
+    finally:
+        table.schema_lock_waiters -= 1
+        ctx.engine.cond.notify_all()
 
 
 @proc("sp_cdc_disable_table", ("@source_schema", REQ), ("@source_name", REQ), ("@capture_instance", REQ))
@@ -258,11 +308,19 @@ def sp_cdc_cleanup_change_table(ctx, a, line):
         raise SqlError(22963, 16, 1, "Parameter @capture_instance '%s' is not a valid capture instance name "
                        "in the current database." % name, line)
     mark = a["@low_water_mark"]
-    status = cleanup_to(ctx.engine, db, ci, mark, line)
+    threshold = a["@threshold"]
+    status = cleanup_to(ctx.engine, db, ci, mark, line, threshold=5000 if threshold is None else threshold)
     return [("output", "@fCleanupFailed", False)], status
 
 
-def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
+def let_readers_run(eng):
+    """Between two cleanup statements: release the engine lock for a moment
+    (Condition.wait releases every level of the RLock), as SQL Server's
+    cleanup commits each delete statement on its own while readers run."""
+    eng.cond.wait(0.001)
+
+
+def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True, threshold=5000):
     if mark is None:
         return 0
     mark = bytes(mark)
@@ -289,7 +347,7 @@ def cleanup_to(eng, db, ci, mark, line=1, group_by_time=True):
             if r.xmax is None and r.values[2] == t_end:
                 mark = max(k, cur) if cur is not None else k
                 break
-    eng.cdc.cleanup(db, ci, mark)
+    eng.cdc.cleanup(db, ci, mark, threshold=threshold, between=lambda: let_readers_run(eng))
     return 0
 
 
@@ -313,6 +371,17 @@ def sp_cdc_help(ctx, a, line):
         raise SqlError(22972, 16, 1, "When the parameter @source_schema or @source_name is non-null, both "
                        "parameters must be non-null.", line)
     sec = ctx.engine.security
+    if schema is not None:
+        # a named table must exist and be visible to the caller (22981), and
+        # be enabled for CDC (22985): errors, not an empty result
+        named = db.find_table(schema, name)
+        if named is None or named.is_system or not sec.can_see(ctx.session, db, named):
+            raise SqlError(22981, 16, 1, "Object does not exist or access is denied.", line)
+        if not named.capture_instances:
+            raise SqlError(22985, 16, 1, "Change data capture has not been enabled for source table '%s.%s'. "
+                           "Specify the name of a table enabled for Change Data Capture. To report on the "
+                           "tables enabled for Change Data Capture, query the is_tracked_by_cdc column in the "
+                           "sys.tables catalog view." % (schema, name), line)
     rows = []
     for ci in sorted(db.cdc.instances.values(), key=lambda c: (c.source.schema.name.lower(),
                                                                 c.source.name.lower(), c.name.lower())):
@@ -392,6 +461,80 @@ def sp_cdc_add_job(ctx, a, line):
     return sp_cdc_change_job(ctx, a, line)
 
 
+# Server configuration options a DBA sets around CDC ("Server configuration
+# options (SQL Server)"; "Configure the max text repl size Server
+# Configuration Option": 65536 bytes by default, -1 for no limit):
+# name -> (minimum, maximum, default, advanced).  Kept, not enforced.
+CONFIG_OPTIONS = {
+    "Agent XPs": (0, 1, 1, True),
+    "clr enabled": (0, 1, 0, False),
+    "default language": (0, 9999, 0, False),
+    "max text repl size (B)": (-1, 2147483647, 65536, False),
+    "show advanced options": (0, 1, 0, False),
+    "two digit year cutoff": (1753, 9999, 2049, True),
+}
+CONFIG_COLS = [("name", T.nvarchar(35)), ("minimum", T.INT_TYPE), ("maximum", T.INT_TYPE),
+               ("config_value", T.INT_TYPE), ("run_value", T.INT_TYPE)]
+
+
+def _config_state(eng):
+    st = getattr(eng, "configuration", None)
+    if st is None:
+        st = eng.configuration = {n: [d, d] for n, (_, _, d, _) in CONFIG_OPTIONS.items()}
+    return st
+
+
+def _require_alter_settings(ctx, line):
+    if not ctx.session.login.sysadmin:
+        raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", line)
+
+
+@proc("sp_configure", ("@configname", None), ("@configvalue", None))
+def sp_configure(ctx, a, line):
+    """sp_configure [name [, value]] ("sp_configure (Transact-SQL)"): any
+    unique part of a name matches; advanced options need 'show advanced
+    options' 1 (run value); a new value waits for RECONFIGURE."""
+    st = _config_state(ctx.engine)
+    advanced = st["show advanced options"][1] == 1
+    visible = [n for n in sorted(CONFIG_OPTIONS, key=str.lower) if advanced or not CONFIG_OPTIONS[n][3]]
+    name = a["@configname"]
+    if name is None:
+        rows = [(n, CONFIG_OPTIONS[n][0], CONFIG_OPTIONS[n][1], st[n][0], st[n][1]) for n in visible]
+        return [ResultSet([Column(c, t, True) for c, t in CONFIG_COLS], rows)], 0
+    low = str(name).strip().lower()
+    hits = [n for n in visible if n.lower() == low] or [n for n in visible if low in n.lower()]
+    if not hits:
+        raise SqlError(15123, 16, 1, "The configuration option '%s' does not exist, or it may be an advanced "
+                       "option." % name, line)
+    if len(hits) > 1:
+        raise SqlError(15028, 16, 1, "The configuration option '%s' is not unique." % name, line)
+    opt = hits[0]
+    lo, hi, _, _ = CONFIG_OPTIONS[opt]
+    value = a["@configvalue"]
+    if value is None:
+        return [ResultSet([Column(c, t, True) for c, t in CONFIG_COLS],
+                          [(opt, lo, hi, st[opt][0], st[opt][1])])], 0
+    _require_alter_settings(ctx, line)
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        raise SqlError(8114, 16, 5, "Error converting data type varchar to int.", line)
+    if not lo <= v <= hi:
+        raise SqlError(15129, 16, 1, "'%d' is not a valid value for configuration option '%s'." % (v, opt), line)
+    old = st[opt][0]
+    st[opt][0] = v
+    from ..results import Message
+    return [Message(15457, 1, 0, "Configuration option '%s' changed from %d to %d. Run the RECONFIGURE "
+                    "statement to install." % (opt, old, v), line)], 0
+
+
+def reconfigure(ctx, line):
+    """RECONFIGURE [WITH OVERRIDE]: the configured values become the running ones."""
+    _require_alter_settings(ctx, line)
+    for vals in _config_state(ctx.engine).values():
+        vals[1] = vals[0]
+
+
 PKEY_COLS = [("TABLE_QUALIFIER", NV), ("TABLE_OWNER", NV), ("TABLE_NAME", NV), ("COLUMN_NAME", NV),
              ("KEY_SEQ", SqlType("smallint")), ("PK_NAME", NV)]
 
@@ -409,6 +552,8 @@ def sp_pkeys(ctx, a, line):
         if owner is not None and t.schema.name.lower() != owner.lower():
             continue
         if owner is None and t.schema.name.lower() != "dbo":
+            continue
+        if not ctx.engine.security.can_see(ctx.session, db, t):
             continue
         for seq, i in enumerate(t.pk, 1):
             rows.append((db.name, t.schema.name, t.name, t.columns[i].name, seq, pk_constraint_name(t)))

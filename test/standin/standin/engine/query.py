@@ -97,13 +97,21 @@ def scan_table(ctx, table, lower=None, upper=None):
     composite = len(table.cluster) > 1
     lock = ctx.engine.lock
     snap, txn = ctx.read_view()
-    ctx.engine.register_snapshot(snap)
+    # Change tables are read as cdc.fn_cdc_get_all_changes_<ci> reads them,
+    # WITH (NOLOCK): no statement snapshot, every chunk sees the newest
+    # committed rows, so a cleanup that deletes ahead of the scan makes rows
+    # vanish from its result (ENGINE.md, CDC model)
+    nolock = table.nolock_reads
+    if not nolock:
+        ctx.engine.register_snapshot(snap)
     session = ctx.session
     try:
         last = None
         first = True
         while True:
             with lock:
+                if nolock:
+                    snap = ctx.engine.seq
                 keys = table.keys
                 if first:
                     i = 0 if lower is None else bisect.bisect_left(keys, lower)
@@ -129,7 +137,8 @@ def scan_table(ctx, table, lower=None, upper=None):
             if done or session.cancelled:
                 return
     finally:
-        ctx.engine.unregister_snapshot(snap)
+        if not nolock:
+            ctx.engine.unregister_snapshot(snap)
 
 
 # ------------------------------------------------------------------ aggregates
@@ -657,10 +666,15 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         base = None
         col = Column(alias if alias is not None else "", t, True)
         if isinstance(e, A.ColRef):
-            sc = scope.resolve(e.parts, line)
-            col = _out_col(alias if alias is not None else sc.name, sc)
-            if not agg_mode:
-                base = sc.index
+            try:
+                sc = scope.resolve(e.parts, line)
+            except SqlError:
+                sc = None       # a CLR property (col.STSrid): compiled above, named as SQL Server names it
+                col = Column(alias if alias is not None else e.parts[-1], t, True)
+            if sc is not None:
+                col = _out_col(alias if alias is not None else sc.name, sc)
+                if not agg_mode:
+                    base = sc.index
         items.append((fn, col, base))
 
     having_fn = comp.compile(sel.having)[0] if sel.having is not None else None

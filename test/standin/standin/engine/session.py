@@ -32,6 +32,12 @@ class Session:
         self.prepared = {}                # sp_prepare handles
         self.next_handle = 1
         self.closed = False
+        # the login's default language, until LOGIN7 or SET LANGUAGE say otherwise
+        from .languages import find_language, DEFAULT_LANGUAGE
+        lang = find_language(getattr(login, "default_language", None)) or DEFAULT_LANGUAGE
+        self.language = lang[0]
+        self.dateformat = lang[2]
+        self.datefirst = lang[3]
 
     @property
     def in_transaction(self):

@@ -87,6 +87,8 @@ class Table:
         self.identity_current = None      # last identity value handed out
         self.capture_instances = []       # CDC capture instances on this table
         self.is_system = False            # CT / CDC metadata tables
+        self.nolock_reads = False         # change tables: every read sees the newest rows (NOLOCK)
+        self.schema_lock_waiters = 0      # sp_cdc_enable_table calls waiting for the table's writers
         self.equivalent_orders = []       # other column orders equal to the clustered order
         self.unique_indexes = []          # unique.UniqueIndex (UNIQUE constraints and indexes)
         self.create_date = None

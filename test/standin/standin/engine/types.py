@@ -133,22 +133,81 @@ def make_type(name: str, args, line=1) -> SqlType:
     return SqlType(lname)
 
 
-def with_collation(t: SqlType, coll_name: str) -> SqlType:
-    """Attach a COLLATE clause: we keep the default LCID bytes but flag case
-    sensitivity through the sort id byte (0x34 CI vs 0x33 CS / 0x1E BIN)."""
+# Windows collation name prefixes -> LCID (the code page follows from it:
+# tds/collation.py).  "Collation and Unicode support", "Windows collation
+# name"; sys.fn_helpcollations() lists them on a server.
+_COLLATION_LCID = {
+    "LATIN1_GENERAL": 0x0409, "CYRILLIC_GENERAL": 0x0419, "GREEK": 0x0408, "POLISH": 0x0415,
+    "CZECH": 0x0405, "HUNGARIAN": 0x040E, "TURKISH": 0x041F, "HEBREW": 0x040D, "ARABIC": 0x0401,
+    "ESTONIAN": 0x0425, "LATVIAN": 0x0426, "LITHUANIAN": 0x0427, "UKRAINIAN": 0x0422,
+    "JAPANESE": 0x0411, "CHINESE_PRC": 0x0804, "KOREAN_WANSUNG": 0x0412, "THAI": 0x041E,
+}
+_COLLATION_NAMES = {DEFAULT_COLLATION: "SQL_Latin1_General_CP1_CI_AS"}
+
+# the LCID/flags word of [MS-TDS] 2.2.5.1.2
+_IGNORE_CASE, _IGNORE_ACCENT, _IGNORE_KANA, _IGNORE_WIDTH = 1 << 20, 1 << 21, 1 << 22, 1 << 23
+_BINARY, _BINARY2, _UTF8 = 1 << 24, 1 << 25, 1 << 26
+
+
+def collation_bytes(coll_name: str, line=1) -> bytes:
+    """The 5-byte TDS collation of a collation name; 448 for an unknown one.
+    SQL collations carry their sort id (52 = SQL_Latin1_General_CP1_CI_AS,
+    51 = …_CS_AS); Windows collations carry LCID and flags, sort id 0; the
+    _UTF8 ones (SQL Server 2019) set fUTF8."""
     up = coll_name.upper()
-    sort_id = 0x34
-    if "_BIN" in up:
-        sort_id = 0x1E
-    elif "_CS" in up:
-        sort_id = 0x33
-    coll = bytes([0x09, 0x04, 0xD0, 0x00, sort_id])
-    return SqlType(t.name, t.length, t.precision, t.scale, coll)
+    if up.startswith("SQL_LATIN1_GENERAL_CP1_"):
+        if "_CI_" in up + "_":
+            word, sort_id = 0x0409 | _IGNORE_CASE | _IGNORE_KANA | _IGNORE_WIDTH, 52
+        elif "_CS_" in up + "_":
+            word, sort_id = 0x0409 | _IGNORE_KANA | _IGNORE_WIDTH, 51
+        else:
+            raise SqlError(448, 16, 1, "Invalid collation '%s'." % coll_name, line)
+    else:
+        parts = up.split("_")
+        prefix = None
+        for n in range(len(parts), 0, -1):
+            if "_".join(parts[:n]) in _COLLATION_LCID:
+                prefix = "_".join(parts[:n])
+                rest = parts[n:]
+                break
+        if prefix is None:
+            raise SqlError(448, 16, 1, "Invalid collation '%s'." % coll_name, line)
+        rest = [r for r in rest if not r.isdigit()]          # version: _90, _100, _140
+        word = _COLLATION_LCID[prefix]
+        if "BIN2" in rest:
+            word |= _BINARY2
+        elif "BIN" in rest:
+            word |= _BINARY
+        elif "CI" in rest or "CS" in rest:
+            if "CI" in rest:
+                word |= _IGNORE_CASE
+            if "AI" in rest:
+                word |= _IGNORE_ACCENT
+            if "KS" not in rest:
+                word |= _IGNORE_KANA
+            if "WS" not in rest:
+                word |= _IGNORE_WIDTH
+        else:
+            raise SqlError(448, 16, 1, "Invalid collation '%s'." % coll_name, line)
+        if rest and rest[-1] == "UTF8":
+            word |= _UTF8
+        sort_id = 0
+    coll = word.to_bytes(4, "little") + bytes([sort_id])
+    _COLLATION_NAMES.setdefault(coll, coll_name)
+    return coll
+
+
+def with_collation(t: SqlType, coll_name: str, line=1) -> SqlType:
+    """Attach a COLLATE clause to a character type."""
+    return SqlType(t.name, t.length, t.precision, t.scale, collation_bytes(coll_name, line))
 
 
 def collation_name(t: SqlType):
     if not t.is_character() or t.collation is None:
         return None
+    name = _COLLATION_NAMES.get(t.collation)
+    if name is not None:
+        return name
     sid = t.collation[4]
     if sid == 0x1E:
         return "Latin1_General_BIN2"
@@ -157,8 +216,30 @@ def collation_name(t: SqlType):
     return "SQL_Latin1_General_CP1_CI_AS"
 
 
+def _collation_word(t: SqlType) -> int:
+    return int.from_bytes(t.collation[:4], "little")
+
+
 def is_case_insensitive(t: SqlType) -> bool:
-    return t.collation is None or t.collation[4] == 0x34
+    if t.collation is None:
+        return True
+    sid = t.collation[4]
+    if sid:
+        return sid == 0x34
+    return bool(_collation_word(t) & _IGNORE_CASE)
+
+
+def codec(t: SqlType) -> str:
+    """Python codec of the code page of a non-Unicode character type (its
+    collation's; the database default for none)."""
+    from ..tds.collation import codec_for
+    return codec_for(t.collation if t is not None and t.collation is not None else DEFAULT_COLLATION)
+
+
+def charset_name(t: SqlType) -> str:
+    """INFORMATION_SCHEMA.COLUMNS.CHARACTER_SET_NAME of a non-Unicode type."""
+    c = codec(t)
+    return {"cp1252": "iso_1", "utf-8": "UTF8"}.get(c, c)
 
 
 def precedence(t: SqlType) -> int:

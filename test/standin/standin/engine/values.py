@@ -98,42 +98,112 @@ def temporal_parts(v):
     raise TypeError(v)
 
 
+# [date][ T|space ][time][zone].  The date: yyyy-mm-dd with a T (ISO 8601),
+# three numbers separated by / - . (their order is the session's date
+# order), or 8/6 unseparated digits (always ymd).
 _DT_RE = re.compile(
-    r"^\s*(?:(\d{4})-?(\d{1,2})-?(\d{1,2}))?"
-    r"(?:(?:\s+|T)?(\d{1,2}):(\d{2})(?::(\d{2})(?:[.:](\d{1,7}))?)?\s*([AaPp][Mm])?)?"
-    r"\s*(?:(Z)|([+-])(\d{1,2}):(\d{2}))?\s*$")
+    r"^(?:(?P<a>\d{1,4})(?P<s1>[-/.])(?P<b>\d{1,4})(?P=s1)(?P<c>\d{1,4})|(?P<u>\d{8}|\d{6}))?"
+    r"(?:(?P<sep>T|\s+)?(?P<hh>\d{1,2}):(?P<mi>\d{2})(?::(?P<ss>\d{2})(?:[.:](?P<fr>\d{1,7}))?)?"
+    r"\s*(?P<ampm>[AaPp][Mm])?)?"
+    r"\s*(?:(?P<z>Z)|(?P<sign>[+-])(?P<oh>\d{1,2}):(?P<om>\d{2}))?$")
+
+# CONVERT styles that fix the date order of their input ("CAST and CONVERT",
+# Date and time styles: the style is the input format when converting to a
+# date/time type); any other style leaves the session's date order
+_STYLE_ORDER = {1: "mdy", 101: "mdy", 10: "mdy", 110: "mdy", 22: "mdy",
+                2: "ymd", 102: "ymd", 11: "ymd", 111: "ymd", 12: "ymd", 112: "ymd",
+                3: "dmy", 103: "dmy", 4: "dmy", 104: "dmy", 5: "dmy", 105: "dmy",
+                20: "ymd", 120: "ymd", 21: "ymd", 121: "ymd", 23: "ymd", 25: "ymd", 126: "ymd", 127: "ymd"}
+_OLD_TYPES = ("datetime", "smalldatetime")
 
 
-def parse_temporal(s: str, dst: SqlType):
-    m = _DT_RE.match(s)
+def _date_order(m, dst: SqlType, style, dateformat):
+    """The order of the three date numbers a, b, c.  ISO 8601 with a T and a
+    CONVERT style are fixed.  Otherwise SET DATEFORMAT / SET LANGUAGE decide
+    ("datetime", Supported String Literal Formats; "SET DATEFORMAT"): with a
+    four-digit year first, datetime and smalldatetime keep the session's
+    order of day and month (yyyy-mm-dd is y-d-m under dmy), while date,
+    datetime2 and datetimeoffset read ymd (ydm is not supported for them)."""
+    if m.group("sep") == "T":
+        return "ymd"
+    if style in _STYLE_ORDER:
+        return _STYLE_ORDER[style]
+    fmt = dateformat
+    if len(m.group("a")) == 4:
+        if dst.name in _OLD_TYPES:
+            return "ydm" if fmt.index("d") < fmt.index("m") else "ymd"
+        return "ymd"
+    if fmt == "ydm" and dst.name not in _OLD_TYPES:
+        return "ymd"
+    return fmt
+
+
+def _year(text):
+    y = int(text)
+    if len(text) <= 2:
+        y += 2000 if y <= 49 else 1900          # two digit year cutoff 2049
+    return y
+
+
+def _temporal_error(dst: SqlType, src_name):
+    if dst.name in _OLD_TYPES:
+        return SqlError(242, 16, 3, "The conversion of a %s data type to a %s data type resulted in an "
+                        "out-of-range value." % (src_name, dst.name))
+    return SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+
+
+def parse_temporal(s: str, dst: SqlType, style=None, src_name="varchar"):
+    """A date/time string as dst.  The empty string (or blanks) is the
+    default 1900-01-01 00:00:00 ("CAST and CONVERT": an unspecified date
+    component is 1900-01-01)."""
+    from .languages import dateformat
+    txt = s.strip()
     name = dst.name
-    if not m or (m.group(1) is None and m.group(4) is None) or not s.strip():
-        raise SqlError(241 if name in ("datetime", "smalldatetime") else 241, 16, 1,
-                       "Conversion failed when converting date and/or time from character string.")
-    y, mo, d, hh, mi, ss, frac, ampm, z, sign, oh, om = m.groups()
+    if txt == "":
+        return make_temporal(EPOCH_1900, 0, 0 if name == "datetimeoffset" else None, dst)
+    m = _DT_RE.match(txt)
+    if not m or (m.group("a") is None and m.group("u") is None and m.group("hh") is None):
+        raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+    if m.group("sep") == "T" and (m.group("a") is None or m.group("s1") != "-" or len(m.group("a")) != 4):
+        raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+    date = EPOCH_1900
     try:
-        date = datetime.date(int(y), int(mo), int(d)) if y else EPOCH_1900
-        ticks = 0
-        if hh is not None:
-            h = int(hh)
+        if m.group("u") is not None:
+            u = m.group("u")
+            date = (datetime.date(int(u[:4]), int(u[4:6]), int(u[6:8])) if len(u) == 8
+                    else datetime.date(_year(u[:2]), int(u[2:4]), int(u[4:6])))
+        elif m.group("a") is not None:
+            order = _date_order(m, dst, style, dateformat())
+            parts = dict(zip(order, (m.group("a"), m.group("b"), m.group("c"))))
+            if len(parts["m"]) > 2 or len(parts["d"]) > 2 or len(parts["y"]) == 3:
+                raise ValueError
+            date = datetime.date(_year(parts["y"]), int(parts["m"]), int(parts["d"]))
+    except ValueError:
+        raise _temporal_error(dst, src_name)
+    ticks = 0
+    if m.group("hh") is not None:
+        try:
+            h = int(m.group("hh"))
+            ampm = m.group("ampm")
             if ampm:
                 if h > 12:
                     raise ValueError
                 h = h % 12 + (12 if ampm.upper() == "PM" else 0)
-            if h > 23 or int(mi) > 59 or (ss and int(ss) > 59):
+            ss = m.group("ss")
+            if h > 23 or int(m.group("mi")) > 59 or (ss and int(ss) > 59):
                 raise ValueError
-            fr = (frac or "").ljust(7, "0")
-            ticks = ((h * 60 + int(mi)) * 60 + int(ss or 0)) * TICKS_PER_SECOND + int(fr)
-    except ValueError:
-        raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+            fr = (m.group("fr") or "").ljust(7, "0")
+            ticks = ((h * 60 + int(m.group("mi"))) * 60 + int(ss or 0)) * TICKS_PER_SECOND + int(fr)
+        except ValueError:
+            raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+    sign, z = m.group("sign"), m.group("z")
     offset = 0
     if sign:
-        offset = (int(oh) * 60 + int(om)) * (1 if sign == "+" else -1)
+        offset = (int(m.group("oh")) * 60 + int(m.group("om"))) * (1 if sign == "+" else -1)
         if abs(offset) > 840:
             raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
-    if (sign or z) and name not in ("datetimeoffset",):
-        if name in ("datetime", "smalldatetime") or name == "date":
-            raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
+    if (sign or z) and name in ("datetime", "smalldatetime", "date") and not (z and m.group("sep") == "T"):
+        raise SqlError(241, 16, 1, "Conversion failed when converting date and/or time from character string.")
     return make_temporal(date, ticks, offset if (sign or z) else None, dst)
 
 
@@ -195,38 +265,55 @@ def format_temporal(v, src: SqlType, style=None) -> str:
 
 # ------------------------------------------------------------------ strings --
 
-def to_codepage(s: str) -> str:
-    """Store a varchar value in CP1252: characters outside become '?'."""
+def to_codepage(s: str, t: SqlType = None) -> str:
+    """A value stored as non-Unicode text of type t: characters outside the
+    code page of t's collation (the database default, code page 1252, when
+    t has none) become '?' ("Collation and Unicode support": non-Unicode
+    data is stored in the collation's code page).  A _UTF8 collation keeps
+    every character."""
+    codec = T.codec(t)
     try:
-        s.encode("cp1252")
+        s.encode(codec)
         return s
     except UnicodeEncodeError:
-        return s.encode("cp1252", errors="replace").decode("cp1252")
+        return s.encode(codec, errors="replace").decode(codec)
 
 
 def char_length(s: str, t: SqlType) -> int:
     if t.name in T.UNICODE_TYPES:
         return len(s.encode("utf-16-le")) // 2
-    return len(s.encode("cp1252", errors="replace"))
+    return len(s.encode(T.codec(t), errors="replace"))
 
 
-def truncate_units(s: str, n: int, unicode: bool) -> str:
+def truncate_units(s: str, n: int, unicode: bool, t: SqlType = None) -> str:
     if unicode:
         b = s.encode("utf-16-le", errors="surrogatepass")[:2 * n]
         return b.decode("utf-16-le", errors="ignore")
+    codec = T.codec(t)
+    if codec in ("utf-8",) or codec.startswith("cp9"):
+        # multi-byte code pages: n counts bytes
+        return s.encode(codec, errors="replace")[:n].decode(codec, errors="ignore")
     return s[:n]
 
 
-def number_to_str(v, src: SqlType) -> str:
+def number_to_str(v, src: SqlType, style=None) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, float):
+        if style == 3:
+            # "Always 17 digits. Use for lossless conversion" (CAST and
+            # CONVERT, float and real styles; SQL Server 2016 and later).
+            # The exact layout is UNCONFIRMED: 17 significant digits,
+            # scientific only for very large or small magnitudes.
+            return "%#.17g" % v
         if src.name == "real":
             return "%g" % v
         r = repr(v)
         return r[:-2] if r.endswith(".0") else r
     if isinstance(v, D):
-        return str(v) if v.as_tuple().exponent >= -60 else format(v, "f")
+        # always the full decimal form: decimal(38,38) 1E-38 reads
+        # 0.00000000000000000000000000000000000001 on SQL Server
+        return format(v, "f")
     return str(v)
 
 
@@ -237,7 +324,7 @@ def value_to_str(v, src: SqlType, style=None) -> str:
     if n in T.NUMERIC_TYPES:
         if n in ("money", "smallmoney") and style in (None, 0):
             return "%.2f" % v
-        return number_to_str(v, src)
+        return number_to_str(v, src, style)
     if n in T.TEMPORAL_TYPES:
         return format_temporal(v, src, style)
     if n == "uniqueidentifier":
@@ -270,15 +357,22 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
         return v if isinstance(v, SqlVariant) else SqlVariant(src, v)
     if s == "sql_variant":
         return convert(v.value, v.base_type, dst, style, explicit)
+    if d == "xml" and s != "xml":
+        if s not in T.STRING_TYPES and s not in T.BINARY_TYPES:
+            raise explicit_error(src, dst)
+        from .xml_value import normalize
+        text = v if s in T.STRING_TYPES else v.decode("utf-16-le" if v[:2] == b"\xff\xfe" else "utf-8",
+                                                    errors="replace").lstrip("\ufeff")
+        return normalize(text, style)
     if d in T.STRING_TYPES:
         text = value_to_str(v, src, style)
         if d not in T.UNICODE_TYPES:
-            text = to_codepage(text)
+            text = to_codepage(text, dst)
         if dst.length not in (None, MAX) and s not in T.STRING_TYPES and char_length(text, dst) > dst.length:
             if s in T.NUMERIC_TYPES and s not in ("float", "real"):
                 raise SqlError(8115, 16, 2, "Arithmetic overflow error converting expression to data type %s." % d)
         if explicit and dst.length not in (None, MAX):
-            text = truncate_units(text, dst.length, d in T.UNICODE_TYPES)
+            text = truncate_units(text, dst.length, d in T.UNICODE_TYPES, dst)
         if d in ("char", "nchar") and dst.length not in (None, MAX):
             text = text + " " * (dst.length - char_length(text, dst))
         return text
@@ -355,7 +449,7 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
         return f
     if d in T.TEMPORAL_TYPES:
         if s in T.STRING_TYPES:
-            return parse_temporal(v, dst)
+            return parse_temporal(v, dst, style, "nvarchar" if s in T.UNICODE_TYPES else "varchar")
         if s in T.TEMPORAL_TYPES:
             date, ticks, off = temporal_parts(v)
             if d == "datetimeoffset":
@@ -400,7 +494,7 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
                 except ValueError:
                     raise SqlError(8114, 16, 5, "Error converting data type %s to %s." % (s, d))
             else:
-                b = v.encode("utf-16-le") if s in T.UNICODE_TYPES else to_codepage(v).encode("cp1252")
+                b = v.encode("utf-16-le") if s in T.UNICODE_TYPES else v.encode(T.codec(src), errors="replace")
         elif s in T.INTEGER_TYPES:
             size = {"bit": 1, "tinyint": 1, "smallint": 2, "int": 4, "bigint": 8}[s]
             b = int(v).to_bytes(size, "big", signed=True)
@@ -408,7 +502,12 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
             b = v.bytes_le
         else:
             raise explicit_error(src, dst)
-        if d in ("binary",) and dst.length not in (None, MAX):
+        if d in ("binary",) and dst.length not in (None, MAX) and s in T.INTEGER_TYPES:
+            # "When other data types are converted to binary or varbinary, the
+            # data is padded or truncated on the left" (page "binary and
+            # varbinary"); strings and binary are cut and padded on the right
+            b = (bytes(max(0, dst.length - len(b))) + b)[-dst.length:]
+        elif d in ("binary",) and dst.length not in (None, MAX):
             if explicit or s not in T.BINARY_TYPES:
                 b = b[:dst.length]
             b = b + bytes(max(0, dst.length - len(b)))
@@ -442,10 +541,10 @@ def store_check(v, t: SqlType, table: str, column: str):
     if n in ("varchar", "nvarchar", "char", "nchar"):
         if char_length(v, t) > t.length:
             if char_length(v.rstrip(" "), t) <= t.length:
-                return truncate_units(v, t.length, n[0] == "n")   # trailing blanks are trimmed silently
+                return truncate_units(v, t.length, n[0] == "n", t)   # trailing blanks are trimmed silently
             raise SqlError(2628, 16, 1, "String or binary data would be truncated in table '%s', column '%s'. "
                            "Truncated value: '%s'." % (table, column,
-                                                       truncate_units(v, t.length, n[0] == "n")))
+                                                       truncate_units(v, t.length, n[0] == "n", t)))
         return v
     if n in ("binary", "varbinary"):
         if len(v) > t.length:

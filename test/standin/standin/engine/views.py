@@ -4,6 +4,8 @@ Each view is built on demand as a list of rows (catalogs are small)."""
 
 from __future__ import annotations
 
+import decimal
+
 from ..results import SqlError
 from ..sqltypes import MAX, SqlType
 from . import lsn as L
@@ -23,8 +25,20 @@ def _cols(spec):
     return [(n, t, True, None) for n, t in spec]
 
 
-def _user_tables(db):
-    return [t for t in db.tables.values()]
+def _visible_tables(eng, ctx, db):
+    """The tables the caller may see, in object_id order: metadata visibility
+    ("Metadata Visibility Configuration") hides objects without any
+    permission from every catalog view."""
+    sec = eng.security
+    return [t for t in sorted(db.tables.values(), key=lambda t: t.object_id)
+            if sec.can_see(ctx.session, db, t)]
+
+
+def _require_select(eng, ctx, db, name):
+    """cdc.change_tables & co. are ordinary tables of schema cdc: SELECT on
+    them (or on the schema) is needed (MicrosoftDocs/sql-docs issue 8037)."""
+    if not eng.security.can_select_name(ctx.session, db, "cdc", name):
+        raise eng.security.denied(db, "cdc", name)
 
 
 def v_databases(eng, ctx, db):
@@ -52,7 +66,7 @@ def v_tables(eng, ctx, db):
                   ("is_tracked_by_cdc", BIT), ("temporal_type", TINY)])
     rows = [(t.name, t.object_id, None, t.schema.schema_id, 0, "U ", "USER_TABLE", t.create_date,
              t.modify_date, t.is_system, bool(t.capture_instances), 0)
-            for t in sorted(db.tables.values(), key=lambda t: t.object_id)]
+            for t in _visible_tables(eng, ctx, db)]
     return cols, rows
 
 
@@ -61,10 +75,12 @@ def v_objects(eng, ctx, db):
                   ("parent_object_id", INT), ("type", SqlType("char", length=2)), ("type_desc", NV60),
                   ("create_date", DT), ("modify_date", DT), ("is_ms_shipped", BIT)])
     rows = [(t.name, t.object_id, None, t.schema.schema_id, 0, "U ", "USER_TABLE", t.create_date,
-             t.modify_date, t.is_system) for t in sorted(db.tables.values(), key=lambda t: t.object_id)]
+             t.modify_date, t.is_system) for t in _visible_tables(eng, ctx, db)]
     if db.cdc:
         cdc_id = db.schemas["cdc"].schema_id
         for ci in db.cdc.instances.values():
+            if not eng.security.can_see_function(ctx.session, db, ci):
+                continue
             rows.append(("fn_cdc_get_all_changes_" + ci.name, ci.object_id + 1, None, cdc_id, 0, "IF",
                          "SQL_INLINE_TABLE_VALUED_FUNCTION", ci.create_date, ci.create_date, False))
     return cols, rows
@@ -76,7 +92,7 @@ def v_columns(eng, ctx, db):
                   ("collation_name", NV128), ("is_nullable", BIT), ("is_identity", BIT),
                   ("is_computed", BIT), ("is_sparse", BIT), ("is_column_set", BIT)])
     rows = []
-    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
+    for t in _visible_tables(eng, ctx, db):
         for c in t.columns:
             tid, mx, p, s = type_facts(c.type)
             rows.append((t.object_id, c.name, c.column_id, tid, tid, mx, p, s, T.collation_name(c.type),
@@ -127,7 +143,7 @@ def v_indexes(eng, ctx, db):
                   ("is_unique_constraint", BIT)])
     from .dml import pk_constraint_name
     rows = []
-    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
+    for t in _visible_tables(eng, ctx, db):
         if t.pk:
             rows.append((t.object_id, pk_constraint_name(t), 1, 1, "CLUSTERED", True, True, False))
         else:
@@ -141,7 +157,7 @@ def v_index_columns(eng, ctx, db):
     cols = _cols([("object_id", INT), ("index_id", INT), ("index_column_id", INT), ("column_id", INT),
                   ("key_ordinal", TINY), ("is_descending_key", BIT), ("is_included_column", BIT)])
     rows = []
-    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
+    for t in _visible_tables(eng, ctx, db):
         for k, i in enumerate(t.pk):
             rows.append((t.object_id, 1, k + 1, t.columns[i].column_id, k + 1, False, False))
         for ui in t.unique_indexes:
@@ -154,8 +170,9 @@ def v_key_constraints(eng, ctx, db):
     from .dml import pk_constraint_name
     cols = _cols([("name", NV128), ("object_id", INT), ("parent_object_id", INT), ("type", SqlType("char", length=2)),
                   ("unique_index_id", INT)])
-    rows = [(pk_constraint_name(t), t.object_id + 3, t.object_id, "PK", 1) for t in db.tables.values() if t.pk]
-    rows += [(ui.name, ui.object_id, t.object_id, "UQ", ui.index_id) for t in db.tables.values()
+    visible = _visible_tables(eng, ctx, db)
+    rows = [(pk_constraint_name(t), t.object_id + 3, t.object_id, "PK", 1) for t in visible if t.pk]
+    rows += [(ui.name, ui.object_id, t.object_id, "UQ", ui.index_id) for t in visible
              for ui in t.unique_indexes if ui.is_constraint]
     return cols, rows
 
@@ -191,9 +208,7 @@ def v_info_columns(eng, ctx, db):
                   ("NUMERIC_SCALE", INT), ("DATETIME_PRECISION", SMALL), ("CHARACTER_SET_NAME", NV128),
                   ("COLLATION_NAME", NV128)])
     rows = []
-    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
-        if not eng.security.can_select(ctx.session, db, t):
-            continue
+    for t in _visible_tables(eng, ctx, db):
         for pos, c in enumerate(t.columns, 1):
             ty = c.type
             n = ty.name
@@ -221,7 +236,8 @@ def v_info_columns(eng, ctx, db):
             elif n in ("smalldatetime", "date"):
                 dp = 0
             data_type = "timestamp" if n == "timestamp" else n
-            charset = ("UNICODE" if n in ("nchar", "nvarchar", "ntext") else "iso_1") if ty.is_character() and n != "xml" else None
+            charset = ("UNICODE" if n in ("nchar", "nvarchar", "ntext") else T.charset_name(ty)) \
+                if ty.is_character() and n != "xml" else None
             rows.append((db.name, t.schema.name, t.name, c.name, pos, None, "YES" if c.nullable else "NO",
                          data_type, cml, col, np, nr, ns, dp, charset, T.collation_name(ty)))
     return cols, rows
@@ -230,9 +246,7 @@ def v_info_columns(eng, ctx, db):
 def v_info_tables(eng, ctx, db):
     cols = _cols([("TABLE_CATALOG", NV128), ("TABLE_SCHEMA", NV128), ("TABLE_NAME", NV128),
                   ("TABLE_TYPE", T.varchar(10))])
-    return cols, [(db.name, t.schema.name, t.name, "BASE TABLE")
-                  for t in sorted(db.tables.values(), key=lambda t: t.object_id)
-                  if eng.security.can_select(ctx.session, db, t)]
+    return cols, [(db.name, t.schema.name, t.name, "BASE TABLE") for t in _visible_tables(eng, ctx, db)]
 
 
 def _cdc(db):
@@ -242,6 +256,7 @@ def _cdc(db):
 
 
 def v_change_tables(eng, ctx, db):
+    _require_select(eng, ctx, db, "change_tables")
     cols = _cols([("object_id", INT), ("version", INT), ("source_object_id", INT),
                   ("capture_instance", NV128), ("start_lsn", T.LSN_TYPE), ("end_lsn", T.LSN_TYPE),
                   ("supports_net_changes", BIT), ("has_drop_pending", BIT), ("role_name", NV128),
@@ -254,6 +269,7 @@ def v_change_tables(eng, ctx, db):
 
 
 def v_captured_columns(eng, ctx, db):
+    _require_select(eng, ctx, db, "captured_columns")
     cols = _cols([("object_id", INT), ("column_name", NV128), ("column_id", INT), ("column_type", NV128),
                   ("column_ordinal", INT), ("is_computed", BIT), ("masking_function", T.nvarchar(4000))])
     rows = []
@@ -264,6 +280,7 @@ def v_captured_columns(eng, ctx, db):
 
 
 def v_index_columns_cdc(eng, ctx, db):
+    _require_select(eng, ctx, db, "index_columns")
     cols = _cols([("object_id", INT), ("column_name", NV128), ("index_ordinal", TINY), ("column_id", INT)])
     rows = []
     for ci in sorted(db.cdc.instances.values(), key=lambda c: c.object_id):
@@ -274,6 +291,7 @@ def v_index_columns_cdc(eng, ctx, db):
 
 
 def v_ddl_history(eng, ctx, db):
+    _require_select(eng, ctx, db, "ddl_history")
     cols = _cols([("source_object_id", INT), ("object_id", INT), ("required_column_update", BIT),
                   ("ddl_command", T.nvarchar(MAX)), ("ddl_lsn", T.LSN_TYPE), ("ddl_time", DT)])
     return cols, [(h["source_object_id"], h["object_id"], h["required_column_update"], h["ddl_command"],
@@ -292,6 +310,18 @@ def v_scan_sessions(eng, ctx, db):
                   ("last_commit_cdc_time", DT), ("latency", INT), ("empty_scan_count", INT),
                   ("failed_sessions_count", INT)])
     rows = []
+    st = db.cdc
+    if st is not None and st.scans_started is not None:
+        # session 0 aggregates every session since the start: its end_time
+        # is the end of the latest one (empty scans included)
+        en = eng.datetime_at(st.last_scan_end)
+        last = st.scan_sessions[-1] if st.scan_sessions else None
+        f0 = lambda v: L.colon_form(L.to_bytes(v)) if v is not None else "00000000:00000000:0000"
+        rows.append((0, eng.datetime_at(st.scans_started), en, 0, "Aggregate", 0,
+                     f0(last["start_lsn"] if last else None), "00000000:00000000:0000",
+                     f0(last["end_lsn"] if last else None), st.scan_tran_total, "00000000:00000000:0000",
+                     en, 0, 0, st.scan_tran_total, "00000000:00000000:0000", "00000000:00000000:0000",
+                     en, 0, last["empty_scan_count"] if last else 0, 0))
     if db.cdc is not None:
         for s in db.cdc.scan_sessions:
             st = eng.datetime_at(s["start_time"])
@@ -327,7 +357,7 @@ def v_partitions(eng, ctx, db):
                   ("partition_number", INT), ("hobt_id", SqlType("bigint")), ("rows", SqlType("bigint")),
                   ("data_compression", TINY), ("data_compression_desc", NV60)])
     rows = []
-    for t in sorted(db.tables.values(), key=lambda t: t.object_id):
+    for t in _visible_tables(eng, ctx, db):
         live = sum(1 for rv in t.rows.values() if rv.xmax is None)
         pid = t.object_id * 100 + 1
         rows.append((pid, t.object_id, 1 if t.pk else 0, 1, pid, live, 0, "NONE"))
@@ -351,6 +381,26 @@ def v_time_zone_info(eng, ctx, db):
     return cols, rows
 
 
+def v_database_recovery_status(eng, ctx, db):
+    """One row per database the caller may see (page
+    "sys.database_recovery_status": master and tempdb for all, others for the
+    owner or VIEW ANY DATABASE / ALTER ANY DATABASE holders)."""
+    from .restore import numeric_lsn
+    guid = SqlType("uniqueidentifier")
+    num = SqlType("numeric", precision=25, scale=0)
+    cols = _cols([("database_id", INT), ("database_guid", guid), ("family_guid", guid),
+                  ("last_log_backup_lsn", num), ("recovery_fork_guid", guid),
+                  ("first_recovery_fork_guid", guid), ("fork_point_lsn", num)])
+    rows = []
+    for d in sorted(eng.databases.values(), key=lambda d: d.database_id):
+        if not eng.security.sees_recovery_status(ctx.session, d):
+            continue
+        fork = None if d.fork_point_lsn is None else decimal.Decimal(numeric_lsn(d.fork_point_lsn))
+        rows.append((d.database_id, d.database_guid, d.family_guid, None, d.recovery_fork_guid,
+                     d.first_recovery_fork_guid, fork))
+    return cols, rows
+
+
 SYS_VIEWS = {
     "databases": v_databases, "schemas": v_schemas, "tables": v_tables, "objects": v_objects,
     "all_objects": v_objects, "columns": v_columns, "all_columns": v_columns, "types": v_types,
@@ -358,6 +408,7 @@ SYS_VIEWS = {
     "dm_server_services": v_dm_server_services, "database_principals": v_database_principals,
     "database_role_members": v_database_role_members, "dm_cdc_log_scan_sessions": v_scan_sessions,
     "partitions": v_partitions, "time_zone_info": v_time_zone_info,
+    "database_recovery_status": v_database_recovery_status,
 }
 INFO_VIEWS = {"columns": v_info_columns, "tables": v_info_tables}
 CDC_VIEWS = {"change_tables": v_change_tables, "captured_columns": v_captured_columns,

@@ -63,6 +63,8 @@ class FaultRegistry:
         self.refuse_logins = False
         self.refuse_mode = "error"       # "error" (18456) or "close"
         self.down_until = 0.0            # restart: refuse TCP sessions until then
+        self._holds = {}                 # hold id -> (event, description): stalls waiting for `release`
+        self._hold_ids = itertools.count(1)
 
     def add(self, kind: str, params: dict, open_spids, spid: Optional[int] = None,
             scope: str = "all", times: int = 1) -> Fault:
@@ -95,6 +97,27 @@ class FaultRegistry:
                 return fault
         return None
 
+    def peek(self, kind: str, spid: int, request_text: str = "", when=None) -> Optional[Fault]:
+        """The oldest matching fault, not consumed (see consume)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.kind == kind and fault.applies_to(spid, request_text) and (when is None or when(fault)):
+                    return fault
+        return None
+
+    def consume(self, fault: Fault) -> bool:
+        """Use one use of a fault found by peek; False when another
+        connection used it up meanwhile."""
+        with self._lock:
+            if fault not in self._faults:
+                return False
+            fault.hits += 1
+            if fault.remaining > 0:
+                fault.remaining -= 1
+                if fault.remaining == 0:
+                    self._faults.remove(fault)
+            return True
+
     def clear(self, kind: Optional[str] = None, spid: Optional[int] = None) -> int:
         with self._lock:
             keep = [f for f in self._faults
@@ -111,6 +134,31 @@ class FaultRegistry:
     def list(self) -> List[dict]:
         with self._lock:
             return [f.describe() for f in self._faults]
+
+    # --- stalls held until released (stall hold=true, control `release`) ----
+    def hold_begin(self, spid: int, rows_sent: int) -> (int, threading.Event):
+        event = threading.Event()
+        with self._lock:
+            hold_id = next(self._hold_ids)
+            self._holds[hold_id] = (event, {"hold": hold_id, "spid": spid, "rows_sent": rows_sent,
+                                            "since": time.time()})
+        return hold_id, event
+
+    def hold_end(self, hold_id: int) -> None:
+        with self._lock:
+            self._holds.pop(hold_id, None)
+
+    def held(self) -> List[dict]:
+        with self._lock:
+            return [dict(d) for _, d in self._holds.values()]
+
+    def release(self, spid: Optional[int] = None) -> int:
+        """Let held stalls go on (all, or those of one connection)."""
+        with self._lock:
+            events = [e for e, d in self._holds.values() if spid is None or d["spid"] == spid]
+        for e in events:
+            e.set()
+        return len(events)
 
     def is_down(self) -> bool:
         return time.time() < self.down_until

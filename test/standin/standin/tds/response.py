@@ -125,7 +125,15 @@ class Response:
         drop = conn.take_fault(F.DROP_AFTER_ROWS)
         corrupt = conn.take_fault(F.CORRUPT, when=lambda f: f.params.get("phase") != "login")
         stall = conn.take_fault(F.STALL, when=lambda f: f.params.get("after_rows") is not None
-                                and f.params.get("phase") != "login")
+                                and not f.params.get("hold") and f.params.get("phase") != "login")
+        # a held stall is used only by a result that reaches its row count:
+        # shorter results (the same query on an empty window) leave it armed
+        hold = None
+        if stall is None:
+            hold = conn.server.faults.peek(F.STALL, conn.spid, conn.request_text,
+                                           when=lambda f: f.params.get("hold") and f.params.get("phase") != "login")
+        if hold is not None:
+            stall = hold
         if corrupt is not None:
             # the rows the malformed result carried instead (or no return)
             return conn.send_corrupt(corrupt, enc, rs.rows)
@@ -134,7 +142,8 @@ class Response:
         stall_at = None if stall is None else int(stall.params["after_rows"])
         sent = 0
         if stall_at is not None and stall_at <= 0:
-            self._stall_now(stall, 0)
+            if hold is None or conn.server.faults.consume(hold):
+                self._stall_now(stall, 0)
             stall_at = None
         rows = rs.rows
         textsize = session_textsize(conn.session, conn.server.default_textsize)
@@ -159,7 +168,8 @@ class Response:
                 write(encode_rows(chunk))
                 sent += len(chunk)
                 if stall_at is not None and sent >= stall_at:
-                    self._stall_now(stall, sent)
+                    if hold is None or conn.server.faults.consume(hold):
+                        self._stall_now(stall, sent)
                     stall_at = None
                 if attention.is_set():
                     raise Cancelled()
@@ -180,8 +190,17 @@ class Response:
         """Mid-result stall: everything so far reaches the client (packets
         without EOM), then silence with the socket open."""
         self.conn.log("fault", fault="stall", after_rows=rows_sent,
-                      seconds=stall.params.get("seconds"))
+                      seconds=stall.params.get("seconds"), hold=bool(stall.params.get("hold")))
         self.w.flush_partial()
+        if stall.params.get("hold"):
+            # until the control command `release` (seconds: the longest hold)
+            registry = self.conn.server.faults
+            hold_id, released = registry.hold_begin(self.conn.spid, rows_sent)
+            try:
+                self.conn.sleep_interruptible(float(stall.params.get("seconds", 0)), released)
+            finally:
+                registry.hold_end(hold_id)
+            return
         self.conn.sleep_interruptible(float(stall.params.get("seconds", 0)))
 
     def finish(self, last: bool = True) -> None:

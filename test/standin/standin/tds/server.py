@@ -188,12 +188,15 @@ class Connection:
     def take_fault(self, kind: str, when=None):
         return self.server.faults.take(kind, self.spid, self.request_text, when)
 
-    def sleep_interruptible(self, seconds: float) -> None:
-        """Stall: wait, but wake on attention or when the socket is killed."""
+    def sleep_interruptible(self, seconds: float, released: threading.Event = None) -> None:
+        """Stall: wait, but wake on attention, when the socket is killed or
+        when `released` (a held stall's event) is set."""
         deadline = time.time() + seconds
         while not self.closed.is_set():
             left = deadline - time.time()
             if left <= 0 or self.attention.wait(min(left, 0.05)):
+                return
+            if released is not None and released.is_set():
                 return
 
     def kill(self) -> None:
@@ -311,7 +314,7 @@ class Connection:
             return False
         try:
             session = self.engine.login(login.user_name, login.password, login.database,
-                                        login.app_name, login.host_name)
+                                        login.app_name, login.host_name, language=login.language)
         except SqlError as err:
             self.log("login_failed", user=login.user_name, database=login.database,
                      number=err.number, message=err.message)
@@ -324,7 +327,7 @@ class Connection:
             pass
         database = getattr(session, "database", None) or login.database or "master"
         granted = P.grant_packet_size(login.packet_size)
-        self.log("login", user=login.user_name, database=database, app=login.app_name,
+        self.log("login", user=login.user_name, database=database, app=login.app_name, language=login.language,
                  host=login.host_name, library=login.library_name,
                  tds_version="0x%08X" % login.tds_version, packet_size=granted)
         w = self.writer
@@ -334,8 +337,9 @@ class Connection:
         w.write(T.env_string(T.ENV_DATABASE, database, "master"))
         w.write(T.info(5701, 2, 0, "Changed database context to '%s'." % database, self.server_name))
         w.write(T.env_bytes(T.ENV_COLLATION, DEFAULT_COLLATION, b""))
-        w.write(T.env_string(T.ENV_LANGUAGE, "us_english", ""))
-        w.write(T.info(5703, 1, 0, "Changed language setting to us_english.", self.server_name))
+        language = getattr(session, "language", None) or "us_english"
+        w.write(T.env_string(T.ENV_LANGUAGE, language, ""))
+        w.write(T.info(5703, 1, 0, "Changed language setting to %s." % language, self.server_name))
         w.write(T.loginack(self.tds_version))
         w.write(T.env_string(T.ENV_PACKETSIZE, str(granted),
                              str(login.packet_size or INITIAL_PACKET_SIZE)))
@@ -541,7 +545,7 @@ class Connection:
         self.engine.close_session(self.session)
         self.in_transaction = False
         self.session = self.engine.login(login.user_name, login.password, login.database,
-                                         login.app_name, login.host_name)
+                                         login.app_name, login.host_name, language=login.language)
         try:
             self.session.spid = self.spid
         except AttributeError:

@@ -48,3 +48,51 @@ class ClrTypesTest(EngineTest):
                          "FROM cdc.[dbo_c_CT] AS x ORDER BY x.__$start_lsn, x.__$command_id")
         self.assertEqual(rows, [(2, "/1/2/", "LINESTRING (0 0, 1 1)", 4326), (2, "/1/", "POINT (1 2)", None)])
         self.error("SELECT CAST('1/2' AS hierarchyid)", 6522)
+
+
+class SpatialWkbTest(EngineTest):
+    """STAsBinary() (OGC WKB, 2D, x = longitude for geography) and the STSrid
+    property: MicrosoftDocs/sql-docs docs/t-sql/spatial-geometry/stasbinary-geometry-data-type.md,
+    docs/t-sql/spatial-geography/stasbinary-geography-data-type.md, stsrid-geometry-data-type.md."""
+
+    def test_wkb_of_each_shape(self):
+        import struct
+        pt = clr.wkt_to_spatial("POINT (1.5 -2)", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(pt, False), struct.pack("<BIdd", 1, 1, 1.5, -2.0))
+        geo = clr.wkt_to_spatial("POINT (-122.3 47.6)", 4326, True)
+        self.assertEqual(clr.spatial_to_wkb(geo, True), struct.pack("<BIdd", 1, 1, -122.3, 47.6))
+        line = clr.wkt_to_spatial("LINESTRING (0 0, 1 1, 2 0)", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(line, False),
+                         struct.pack("<BII", 1, 2, 3) + struct.pack("<dddddd", 0, 0, 1, 1, 2, 0))
+        poly = clr.wkt_to_spatial("POLYGON ((0 0, 4 0, 4 4, 0 0), (1 1, 2 1, 2 2, 1 1))", 0, False)
+        ring = lambda *c: struct.pack("<I", len(c) // 2) + struct.pack("<%dd" % len(c), *c)
+        self.assertEqual(clr.spatial_to_wkb(poly, False),
+                         struct.pack("<BII", 1, 3, 2) + ring(0, 0, 4, 0, 4, 4, 0, 0) + ring(1, 1, 2, 1, 2, 2, 1, 1))
+        multi = clr.wkt_to_spatial("MULTIPOINT ((1 2), (3 4))", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(multi, False),
+                         struct.pack("<BII", 1, 4, 2) + struct.pack("<BIdd", 1, 1, 1, 2) + struct.pack("<BIdd", 1, 1, 3, 4))
+        coll = clr.wkt_to_spatial("GEOMETRYCOLLECTION (POINT (1 2), LINESTRING (0 0, 1 1))", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(coll, False),
+                         struct.pack("<BII", 1, 7, 2) + struct.pack("<BIdd", 1, 1, 1, 2)
+                         + struct.pack("<BII", 1, 2, 2) + struct.pack("<dddd", 0, 0, 1, 1))
+
+    def test_sql_surface(self):
+        self.ok("CREATE TABLE s (id int PRIMARY KEY, g geometry, gg geography)")
+        self.ok("INSERT s VALUES (1, geometry::STGeomFromText('POINT (1 2)', 3857), "
+                "geography::STGeomFromText('POINT (-122.3 47.6)', 4326)), (2, NULL, NULL)")
+        self.assertEqual(self.rows("SELECT id, [g].STSrid, gg.STSrid, CONVERT(varchar(max), g.STAsBinary(), 2) "
+                                   "FROM s ORDER BY id"),
+                         [(1, 3857, 4326, "0101000000000000000000F03F0000000000000040"), (2, None, None, None)])
+        self.error("SELECT g.NoSuchProperty FROM s", 4104)
+
+    def test_big_endian_switch(self):
+        import struct
+        pt = clr.wkt_to_spatial("POINT (1.5 -2)", 0, False)
+        self.assertEqual(clr.spatial_to_wkb(pt, False, True), struct.pack(">BIdd", 0, 1, 1.5, -2.0))
+        self.ok("CREATE TABLE b (id int PRIMARY KEY, g geometry)")
+        self.ok("INSERT b VALUES (1, geometry::STGeomFromText('POINT (1 2)', 0))")
+        self.engine.control("wkb_byte_order", {"order": "big"})
+        self.assertEqual(self.rows("SELECT CONVERT(varchar(max), g.STAsBinary(), 2) FROM b"),
+                         [("00000000013FF00000000000004000000000000000",)])
+        self.assertEqual(self.rows("SELECT CAST(3857 AS binary(1)), CAST(1 AS binary(2))"),
+                         [(b"\x11", b"\x00\x01")])

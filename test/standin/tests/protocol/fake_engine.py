@@ -64,7 +64,7 @@ class FakeEngine:
         self.matrix = None        # set by the type matrix test
 
     # --- Engine API --------------------------------------------------------
-    def login(self, user, password, database, app_name, host_name):
+    def login(self, user, password, database, app_name, host_name, language=None):
         if self.logins.get(user) != password:
             raise SqlError(18456, 14, 1, "Login failed for user '%s'." % user)
         db = database or self.databases[0]

@@ -121,6 +121,41 @@ class Stall(StandinTestCase):
         self.assertEqual(toks[-1], ("DONE", T.DONE_COUNT, 20))
         c.close()
 
+    def test_stall_held_until_released(self):
+        reply = self.standin.ctl("stall", after_rows=5, hold=True)
+        self.assertEqual(reply["fault"]["params"], {"seconds": 300.0, "after_rows": 5, "hold": True})
+        c = RawClient(self.standin.port)
+        c.login()
+        # a shorter result does not use the fault
+        c.batch("rows 3")
+        toks = parse_tokens(c.read_message()[1])
+        self.assertEqual(len([t for t in toks if t[0] == "ROW"]), 3)
+        self.assertEqual(len(self.standin.ctl("faults")["faults"]), 1)
+        c.batch("rows 20")
+        _ptype, status, payload, _h = c._read_packet()
+        self.assertEqual(status & 1, 0)
+        self.assertTrue(wait_for(lambda: self.standin.ctl("faults")["held"]))
+        held = self.standin.ctl("faults")["held"]
+        self.assertEqual([(h["rows_sent"], h["hold"]) for h in held], [(5, held[0]["hold"])])
+        time.sleep(0.5)
+        # still held: nothing more arrives until the release
+        self.assertEqual(len(self.standin.ctl("faults")["held"]), 1)
+        self.assertEqual(self.standin.ctl("release")["released"], 1)
+        rest = payload
+        while not status & 1:
+            _ptype, status, payload, _h = c._read_packet()
+            rest += payload
+        toks = parse_tokens(rest)
+        self.assertEqual(len([t for t in toks if t[0] == "ROW"]), 20)
+        self.assertEqual(toks[-1], ("DONE", T.DONE_COUNT, 20))
+        self.assertEqual(self.standin.ctl("faults")["held"], [])
+        self.assertEqual(self.standin.ctl("release")["released"], 0)
+        c.close()
+
+    def test_hold_needs_after_rows(self):
+        with self.assertRaises(Exception):
+            self.standin.ctl("stall", hold=True)
+
     def test_stall_at_login_trips_the_login_timeout(self):
         # a stall well beyond the 1 s login timeout, so that even a loaded
         # CI machine tells "timed out" from "waited for the stall to end"

@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * table_settings.c
+ *		Whether a table's settings are still those a unit was planned with
+ *		(see include/table_settings.h).
+ *
+ * IDENTIFICATION
+ *		src/table_settings.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+
+#include "catalog.h"
+#include "table_settings.h"
+
+bool
+table_settings_current(const MssqlCdcTable *table)
+{
+	CatalogOwnerScope scope;
+	Oid			types[2] = {INT4OID, INT8OID};
+	Datum		values[2];
+	bool		current;
+
+	values[0] = Int32GetDatum(table->table_id);
+	values[1] = Int64GetDatum(table->settings_version);
+	catalog_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT 1 FROM mssql_cdc.tables"
+							  " WHERE table_id OPERATOR(pg_catalog.=) $1"
+							  " AND settings_version OPERATOR(pg_catalog.=) $2"
+							  " AND NOT paused",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read mssql_cdc.tables");
+	current = SPI_processed == 1;
+	SPI_finish();
+	catalog_restore_user(&scope);
+	if (!current)
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc table %d: settings changed since the iteration began, unit skipped",
+								 table->table_id)));
+	return current;
+}
