@@ -22,7 +22,8 @@ DOCS = $(wildcard doc/*.md)
 # No -fvisibility=hidden: PostgreSQL 15's PGDLLEXPORT is empty on ELF, so
 # hiding symbols would hide the magic block and every SQL-callable function.
 PG_CPPFLAGS = -I$(srcdir)/include -Wall -Wmissing-prototypes \
-	-Werror=implicit-function-declaration
+	-Werror=implicit-function-declaration \
+	-DMSSQL_CDC_LIBRARY_VERSION='"$(EXTVERSION)"'
 # GnuTLS: the library FreeTDS uses; tds_tls_probe.c checks certificates with it
 SHLIB_LINK = -lsybdb -lgnutls
 

@@ -284,3 +284,18 @@ ALTER TABLE mssql_cdc.servers
 	ADD COLUMN fingerprint_lsn mssql_cdc.lsn,
 	ADD COLUMN fingerprint_tran_id bytea,
 	ADD COLUMN fingerprint_end_time timestamp;
+
+-- ---------------------------------------------------------------------------
+-- Execution order inside a source transaction (issue 12, point 1;
+-- doc/streaming.md "Order"): every staging table gets _cdc_command_id
+-- (SQL Server's __$command_id; 0 for the rows 0.1 staged) as its last column
+-- and the primary key (_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op),
+-- the layout a 0.2 add_table creates.  Staging tables are not members of the
+-- extension; the C helper finds them through mssql_cdc.tables
+-- (src/staging_upgrade.c) and is gone again after the update.
+-- ---------------------------------------------------------------------------
+CREATE FUNCTION mssql_cdc.upgrade_staging_0_2() RETURNS pg_catalog.int8
+	AS 'MODULE_PATHNAME', 'mssql_cdc_upgrade_staging_0_2'
+	LANGUAGE C VOLATILE;
+SELECT mssql_cdc.upgrade_staging_0_2();
+DROP FUNCTION mssql_cdc.upgrade_staging_0_2();

@@ -100,6 +100,7 @@ def prepare_postgres(pg, si):
             "CREATE USER MAPPING FOR postgres SERVER fdw OPTIONS (username 'sa', password '%s');"
             % (si.port, SA_PASSWORD))
     for server, tls in (("src", "encryption 'off'"), ("plain", "encryption 'off'"),
+                        ("src_fn", "encryption 'off', data_query_mode 'function'"),
                         ("tls", "ca_file '%s'" % si.ca_file)):
         pg.psql("CREATE SERVER %s FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
                 "database 'cdcdb', query_timeout '600', %s);"
@@ -153,7 +154,7 @@ def main():
             for t, txn in ((TB.STREAM_SMALL, a.small_txn_rows), (TB.STREAM_LARGE, a.large_txn_rows)):
                 label = "%d changes, %d rows per transaction" % (a.rows // txn * txn, txn)
                 print("== streaming: " + label, flush=True)
-                P.add_streaming_table(pg, t[0])
+                P.add_streaming_table(pg, t[0], function_path=True)
                 report["streaming"][label] = P.streaming(si, pg, raw, t[0], a.rows // txn * txn, txn, workdir)
         if "latency" in a.phases:
             print("== latency: %.0f s at a steady rate" % a.latency_seconds, flush=True)

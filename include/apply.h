@@ -23,6 +23,7 @@
 
 #include "catalog.h"
 #include "lsn.h"
+#include "options.h"
 #include "source_schema.h"
 #include "tds_session.h"
 
@@ -35,13 +36,14 @@ typedef struct ApplyResult
 
 /*
  * Read [from, to] of the source's capture instance (src, as
- * source_schema_describe found it) and insert every change into the
- * table's staging table, with the privileges of run_as.  Must run inside
- * the window's transaction.
+ * source_schema_describe found it) with the change query of mode
+ * (change_query.h; the caller has checked the retention bounds) and insert
+ * every change into the table's staging table, with the privileges of
+ * run_as.  Must run inside the window's transaction.
  */
 extern ApplyResult apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 										  const MssqlSourceTable *src, Oid run_as,
-										  int utc_offset_minutes,
+										  const char *server_zone, MssqlDataQueryMode mode,
 										  const MssqlLsn *from, const MssqlLsn *to);
 
 /*
@@ -67,9 +69,9 @@ typedef struct SnapshotInsert SnapshotInsert;
  * Prepare the inserts of one chunk into the table's staging table, as
  * run_as.  *select_exprs gets the T-SQL expressions the chunk's SELECT must
  * return as its first columns, in order.  Rows get _cdc_lsn = l0,
- * _cdc_op = 'snapshot', _cdc_seqval = a big-endian counter that continues
- * after the highest one already stored for l0, and NULL commit time and
- * update mask.  Between prepare and finish the caller may use the TDS
+ * _cdc_op = 'snapshot', _cdc_command_id = 0, _cdc_seqval = a big-endian
+ * counter that continues after the highest one already stored for l0, and
+ * NULL commit time and update mask.  Between prepare and finish the caller may use the TDS
  * session but no other SPI.
  */
 extern SnapshotInsert *apply_snapshot_prepare(const MssqlCdcTable *table,

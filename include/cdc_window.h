@@ -2,8 +2,8 @@
  *
  * cdc_window.h
  *		The SQL Server side of a CDC window: the source's max LSN, choosing
- *		the window's end on a transaction boundary, the retention check's
- *		min LSN, and the change query.
+ *		the window's end on a transaction boundary and the retention
+ *		check's min LSN.  The change query itself is change_query.h.
  *
  * Everything here only reads SQL Server; nothing writes Postgres.
  *
@@ -23,32 +23,22 @@
 #include "lsn.h"
 #include "tds_session.h"
 
-/* Result columns of cdc_start_changes(), 1-based */
-#define CDC_COL_START_LSN	1
-#define CDC_COL_SEQVAL		2
-#define CDC_COL_OPERATION	3
-#define CDC_COL_UPDATE_MASK	4
-#define CDC_COL_COMMIT_TIME	5
-#define CDC_COL_FIRST_DATA	6
-
 /*
- * The server's offset from UTC in minutes (SQL Server reports commit times
- * as naive local datetimes).  Once per connection.
+ * The server's offset from UTC in minutes now, and a naive SQL Server
+ * datetime column of the current row shifted by such an offset (false for
+ * NULL).  For a single point in time (start_point.c); commit times of
+ * changes go through cdc_clock.h, which stays right across DST changes.
  */
 extern int	cdc_query_utc_offset(TdsSession *session);
-
-/*
- * A naive SQL Server datetime column of the current row as timestamptz,
- * given the server's UTC offset; false for NULL.
- */
 extern bool cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
 							   TimestampTz *result);
 
 /*
- * sys.fn_cdc_get_max_lsn() and the commit time of that LSN.  False when it
- * is NULL (the capture job has not run yet).
+ * sys.fn_cdc_get_max_lsn() and the commit time of that LSN (converted as
+ * cdc_clock.h says, server_zone NULL: by the offset).  False when it is NULL
+ * (the capture job has not run yet).
  */
-extern bool cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+extern bool cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 							 MssqlLsn *max_lsn, TimestampTz *max_time);
 
 /*
@@ -61,7 +51,7 @@ extern bool cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
  */
 extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 								  const MssqlLsn *max_lsn, int max_transactions,
-								  int utc_offset_minutes,
+								  const char *server_zone,
 								  MssqlLsn *to, TimestampTz *end_time);
 
 /*
@@ -71,17 +61,5 @@ extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoin
  */
 extern bool cdc_get_min_lsn(TdsSession *session, const char *capture_instance,
 							MssqlLsn *min_lsn);
-
-/*
- * Send the change query of one capture instance for [from, to] ("all
- * update old": before and after images), ordered by commit LSN, sequence
- * value and operation; columns are CDC_COL_* and then select_exprs (T-SQL
- * expressions over the change function's columns, see
- * mssql_column_select_expr) in order.  The caller reads it with
- * tds_next_result/tds_next_row.
- */
-extern void cdc_start_changes(TdsSession *session, const char *capture_instance,
-							  List *select_exprs, const MssqlLsn *from,
-							  const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CDC_WINDOW_H */

@@ -46,6 +46,19 @@ typedef enum MssqlEncryption
 #define MSSQL_CDC_DEFAULT_CA_FILE			MSSQL_CDC_CA_FILE_SYSTEM
 
 /*
+ * How the worker reads change rows (server option data_query_mode, named
+ * after Debezium's data.query.mode; doc/streaming.md):
+ */
+typedef enum MssqlDataQueryMode
+{
+	MSSQL_QUERY_DIRECT,			/* cdc.[<ci>_CT] in its clustered order:
+								 * execution order (the default) */
+	MSSQL_QUERY_FUNCTION		/* cdc.fn_cdc_get_all_changes_<ci>, for logins
+								 * that may not read the change table:
+								 * __$seqval order, no command id */
+} MssqlDataQueryMode;
+
+/*
  * Everything a worker needs to open a TDS session for one server and role.
  * Strings are palloc'd in the caller's memory context.  The password is
  * never to be logged or put into any message.
@@ -70,6 +83,9 @@ typedef struct MssqlServerOptions
 	char	   *ca_file;		/* PEM bundle, or "system" */
 	char	   *crl_file;		/* PEM revocation list, or NULL */
 	bool		check_host_name;	/* the certificate must name host */
+	/* not connection settings: how the worker queries (doc/streaming.md) */
+	MssqlDataQueryMode data_query_mode;
+	char	   *server_time_zone;	/* Windows zone name; NULL: ask the server */
 } MssqlServerOptions;
 
 /*

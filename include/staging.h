@@ -13,7 +13,12 @@
  *		_cdc_op mssql_cdc.operation NOT NULL
  *		_cdc_commit_time timestamptz
  *		_cdc_update_mask bytea
- *		PRIMARY KEY (_cdc_lsn, _cdc_seqval, _cdc_op)
+ *		_cdc_command_id integer NOT NULL			__$command_id; 0 for snapshot rows,
+ *													the function path and rows of 0.1
+ *		PRIMARY KEY (_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)
+ *
+ * The key is execution order inside a source transaction (doc/streaming.md);
+ * the upgrade from 0.1 adds _cdc_command_id last (mssql_cdc--0.1--0.2.sql).
  *
  * Column names starting with "_cdc_" are reserved for metadata.
  *

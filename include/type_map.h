@@ -84,4 +84,11 @@ extern char *mssql_type_display(const MssqlColumn *col);
 /* The select expression, never NULL: the conversion or just [name]. */
 extern char *mssql_column_select_expr(const MssqlColumn *col);
 
+/*
+ * The same with the column qualified ("ct.[name]"), for a query that joins
+ * another table whose column names could collide with the source's.
+ */
+extern char *mssql_column_select_expr_qualified(const MssqlColumn *col,
+												const char *qualifier);
+
 #endif							/* MSSQL_CDC_TYPE_MAP_H */

@@ -21,6 +21,7 @@
 #include "capture_instance_switch.h"
 #include "catalog.h"
 #include "lsn.h"
+#include "options.h"
 #include "snapshot.h"
 #include "source_schema.h"
 #include "tds_session.h"
@@ -34,8 +35,14 @@ extern const char *worker_server_name;
 /* The SQL Server connection; NULL or dead means "reconnect" */
 extern TdsSession *worker_session;
 
-/* The server's offset from UTC in minutes, read once per connection */
-extern int	worker_utc_offset;
+/*
+ * The server's time zone for commit times (cdc_clock.h), chosen once per
+ * connection; NULL: the offset of each statement
+ */
+extern const char *worker_server_zone;
+
+/* The server option data_query_mode of the current connection settings */
+extern MssqlDataQueryMode worker_data_query_mode(void);
 
 /* Reset at every iteration / on every reconnect */
 extern MemoryContext worker_iteration_context;

@@ -72,6 +72,19 @@ ALTER SERVER v_full OPTIONS (SET encryption 'strict');
 ALTER SERVER v_full OPTIONS (SET encryption 'OFF');
 \echo :LAST_ERROR_SQLSTATE
 ALTER SERVER v_full OPTIONS (SET encryption 'require');
+-- how change rows are read: the change table (default) or the function
+ALTER SERVER v_full OPTIONS (ADD data_query_mode 'function');
+ALTER SERVER v_full OPTIONS (SET data_query_mode 'direct');
+ALTER SERVER v_full OPTIONS (SET data_query_mode 'table');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET data_query_mode 'DIRECT');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (DROP data_query_mode);
+-- the server's Windows time zone, for commit times (checked at connect)
+ALTER SERVER v_full OPTIONS (ADD server_time_zone 'W. Europe Standard Time');
+ALTER SERVER v_full OPTIONS (SET server_time_zone '');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (DROP server_time_zone);
 ALTER SERVER v_full OPTIONS (SET login_timeout '0');
 \echo :LAST_ERROR_SQLSTATE
 ALTER SERVER v_full OPTIONS (SET query_timeout '-5');

@@ -18,9 +18,14 @@
  *
  * Staging layout (staging.h): the staged source columns (named by
  * staging_column_name), then _cdc_lsn, _cdc_seqval, _cdc_op,
- * _cdc_commit_time, _cdc_update_mask.  Columns are matched by name, and
- * each source column is read with the type policy's select expression
- * (type_map.h), the same way the snapshot reads it.
+ * _cdc_commit_time, _cdc_update_mask, _cdc_command_id.  Columns are matched
+ * by name, and each source column is read with the type policy's select
+ * expression (type_map.h), the same way the snapshot reads it.
+ *
+ * The change query returns rows in the staging key's order (lsn, command
+ * id, seqval, operation; change_query.h), and every row is checked to come
+ * after the one before: a server that repeats or reorders rows fails the
+ * window instead of staging it in another order.
  *
  * IDENTIFICATION
  *		src/apply.c
@@ -44,7 +49,8 @@
 
 #include "apply.h"
 #include "catalog.h"
-#include "cdc_window.h"
+#include "cdc_clock.h"
+#include "change_query.h"
 #include "source_schema.h"
 #include "staging.h"
 #include "staging_writer.h"
@@ -58,11 +64,15 @@ typedef enum StagingSource
 {
 	FROM_DATA,					/* a captured source column */
 	FROM_LSN,
+	FROM_COMMAND_ID,
 	FROM_SEQVAL,
 	FROM_OPERATION,
 	FROM_COMMIT_TIME,
 	FROM_UPDATE_MASK
 } StagingSource;
+
+/* the staging key's columns, which every staging table must have */
+#define KEY_COLUMNS ((1 << FROM_LSN) | (1 << FROM_COMMAND_ID) | (1 << FROM_SEQVAL) | (1 << FROM_OPERATION))
 
 typedef struct StagingColumn
 {
@@ -104,6 +114,8 @@ metadata_source(const char *name, bool *known)
 	*known = true;
 	if (strcmp(name, "_cdc_lsn") == 0)
 		return FROM_LSN;
+	if (strcmp(name, "_cdc_command_id") == 0)
+		return FROM_COMMAND_ID;
 	if (strcmp(name, "_cdc_seqval") == 0)
 		return FROM_SEQVAL;
 	if (strcmp(name, "_cdc_op") == 0)
@@ -119,12 +131,12 @@ metadata_source(const char *name, bool *known)
 /*
  * Match the staging table's columns with the source's staged columns
  * (captured, not computed); fills *columns (in staging order) and
- * *select_exprs (how the change query reads each matched source column, in
- * the order of their result columns).
+ * *source_cols (the matched source columns, const MssqlColumn *, in the
+ * order of their result columns).
  */
 static int
 describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
-				 StagingColumn **columns, List **select_exprs)
+				 StagingColumn **columns, List **source_cols)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	StagingColumn *cols = palloc0(sizeof(StagingColumn) * Max(desc->natts, 1));
@@ -132,7 +144,7 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 	int			seen_meta = 0;
 	int			i;
 
-	*select_exprs = NIL;
+	*source_cols = NIL;
 	for (i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -170,23 +182,27 @@ describe_staging(Relation rel, const MssqlSourceTable *src, int first_data_col,
 				mssql_type_to_pg(match, &pg_type, &conversion);
 				col->plain_source_type = conversion ? NULL : match->type_name;
 			}
-			*select_exprs = lappend(*select_exprs, mssql_column_select_expr(match));
-			col->tds_col = first_data_col + list_length(*select_exprs) - 1;
+			*source_cols = lappend(*source_cols, (void *) match);
+			col->tds_col = first_data_col + list_length(*source_cols) - 1;
 		}
 		if (col->source == FROM_COMMIT_TIME && att->atttypid != TIMESTAMPTZOID)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column _cdc_commit_time of staging table \"%s\" must be of type timestamptz",
 							RelationGetRelationName(rel))));
+		if (col->source == FROM_COMMAND_ID && att->atttypid != INT4OID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column _cdc_command_id of staging table \"%s\" must be of type integer",
+							RelationGetRelationName(rel))));
 		tds_datum_target_init(&col->target, att->atttypid, att->atttypmod);
 		ncols++;
 	}
 
-	if ((seen_meta & ((1 << FROM_LSN) | (1 << FROM_SEQVAL) | (1 << FROM_OPERATION))) !=
-		((1 << FROM_LSN) | (1 << FROM_SEQVAL) | (1 << FROM_OPERATION)))
+	if ((seen_meta & KEY_COLUMNS) != KEY_COLUMNS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("staging table \"%s\" lacks the columns _cdc_lsn, _cdc_seqval and _cdc_op",
+				 errmsg("staging table \"%s\" lacks the key columns _cdc_lsn, _cdc_command_id, _cdc_seqval and _cdc_op",
 						RelationGetRelationName(rel)),
 				 errhint("Staging tables are created by mssql_cdc.add_table; do not drop their _cdc_ columns.")));
 	*columns = cols;
@@ -206,13 +222,13 @@ open_staging(const MssqlCdcTable *table)
  */
 static StagingUnit *
 staging_unit_open(Relation rel, const MssqlSourceTable *src, int first_data_col,
-				  Oid run_as, List **select_exprs)
+				  Oid run_as, List **source_cols)
 {
 	StagingUnit *unit = palloc0(sizeof(StagingUnit));
 	AttrNumber *attnums;
 	int			i;
 
-	unit->ncols = describe_staging(rel, src, first_data_col, &unit->cols, select_exprs);
+	unit->ncols = describe_staging(rel, src, first_data_col, &unit->cols, source_cols);
 	attnums = palloc(sizeof(AttrNumber) * Max(unit->ncols, 1));
 	unit->values = palloc(sizeof(Datum) * Max(unit->ncols, 1));
 	unit->nulls = palloc(sizeof(bool) * Max(unit->ncols, 1));
@@ -306,14 +322,12 @@ row_lsn(TdsSession *session, int col, MssqlLsn *lsn)
 	memcpy(lsn->bytes, data, MSSQL_LSN_BYTES);
 }
 
-/* __$operation of the current change row, 1..4 */
-static int
-row_operation(TdsSession *session)
+/* An int column of the current change row; *isnull for NULL */
+static int32
+row_int(TdsSession *session, int col, bool *isnull)
 {
 	static TdsDatumTarget int4_target;
 	static bool ready = false;
-	bool		isnull;
-	int32		op;
 
 	if (!ready)
 	{
@@ -324,7 +338,32 @@ row_operation(TdsSession *session)
 		MemoryContextSwitchTo(oldcxt);
 		ready = true;
 	}
-	op = DatumGetInt32(tds_col_datum(session, CDC_COL_OPERATION, &int4_target, &isnull));
+	return DatumGetInt32(tds_col_datum(session, col, &int4_target, isnull));
+}
+
+/* __$command_id of the current change row (the query makes NULL 0) */
+static int32
+row_command_id(TdsSession *session)
+{
+	bool		isnull;
+	int32		id = row_int(session, CDC_COL_COMMAND_ID, &isnull);
+
+	if (isnull || id < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
+				 errmsg("SQL Server (server \"%s\") returned an invalid __$command_id %s",
+						tds_session_server_name(session),
+						isnull ? "NULL" : psprintf("%d", id))));
+	return id;
+}
+
+/* __$operation of the current change row, 1..4 */
+static int
+row_operation(TdsSession *session)
+{
+	bool		isnull;
+	int32		op = row_int(session, CDC_COL_OPERATION, &isnull);
+
 	if (isnull || op < 1 || op > 4)
 		ereport(ERROR,
 				(errcode(ERRCODE_FDW_INVALID_DATA_TYPE),
@@ -334,40 +373,11 @@ row_operation(TdsSession *session)
 	return op;
 }
 
-/*
- * __$start_lsn's commit time as the real instant: the naive datetime read
- * as if it were UTC, then shifted by the server's offset (as
- * cdc_col_local_time does, without the text round trip).
- */
-static bool
-row_commit_time(TdsSession *session, int utc_offset, Datum *value)
-{
-	static TdsDatumTarget naive;
-	static bool naive_ready = false;
-	bool		isnull;
-	Datum		local;
-
-	if (!naive_ready)
-	{
-		/* kept for the life of the process */
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-		tds_datum_target_init(&naive, TIMESTAMPOID, -1);
-		MemoryContextSwitchTo(oldcxt);
-		naive_ready = true;
-	}
-	local = tds_col_datum(session, CDC_COL_COMMIT_TIME, &naive, &isnull);
-	if (isnull)
-		return false;
-	*value = TimestampTzGetDatum(DatumGetTimestamp(local) -
-								 (int64) utc_offset * 60 * USECS_PER_SEC);
-	return true;
-}
-
-/* What orders change rows: the change query sorts by all three */
+/* What orders change rows: the staging key, which the change query sorts by */
 typedef struct ChangeKey
 {
 	MssqlLsn	start_lsn;
+	int32		command_id;
 	MssqlLsn	seqval;
 	int			op;
 } ChangeKey;
@@ -377,6 +387,8 @@ change_key_cmp(const ChangeKey *a, const ChangeKey *b)
 {
 	int			c = mssql_lsn_cmp(&a->start_lsn, &b->start_lsn);
 
+	if (c == 0)
+		c = (a->command_id > b->command_id) - (a->command_id < b->command_id);
 	if (c == 0)
 		c = mssql_lsn_cmp(&a->seqval, &b->seqval);
 	if (c == 0)
@@ -389,13 +401,14 @@ change_key_cmp(const ChangeKey *a, const ChangeKey *b)
  * gets its position (key->start_lsn is already set by the caller).
  */
 static void
-change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, ChangeKey *key)
+change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 {
 	const MssqlLsn *start_lsn = &key->start_lsn;
 	const MssqlLsn *seqval = &key->seqval;
 	int			op;
 	int			i;
 
+	key->command_id = row_command_id(session);
 	row_lsn(session, CDC_COL_SEQVAL, &key->seqval);
 	op = key->op = row_operation(session);
 
@@ -414,6 +427,9 @@ change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, Change
 			case FROM_LSN:
 				*value = lsn_datum(unit, col, start_lsn);
 				break;
+			case FROM_COMMAND_ID:
+				*value = Int32GetDatum(key->command_id);
+				break;
 			case FROM_SEQVAL:
 				*value = lsn_datum(unit, col, seqval);
 				break;
@@ -424,7 +440,12 @@ change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, Change
 				*value = tds_col_datum(session, CDC_COL_UPDATE_MASK, &col->target, isnull);
 				break;
 			case FROM_COMMIT_TIME:
-				*isnull = !row_commit_time(session, utc_offset, value);
+				{
+					TimestampTz t;
+
+					*isnull = !cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &t);
+					*value = TimestampTzGetDatum(t);
+				}
 				break;
 		}
 	}
@@ -432,11 +453,11 @@ change_row_values(TdsSession *session, StagingUnit *unit, int utc_offset, Change
 
 ApplyResult
 apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
-					   const MssqlSourceTable *src, Oid run_as, int utc_offset_minutes,
-					   const MssqlLsn *from, const MssqlLsn *to)
+					   const MssqlSourceTable *src, Oid run_as, const char *server_zone,
+					   MssqlDataQueryMode mode, const MssqlLsn *from, const MssqlLsn *to)
 {
 	ApplyResult result = {0, 0};
-	List	   *select_exprs;
+	List	   *source_cols;
 	const char *capture_instance = src->capture_instance->name;
 	Relation	rel;
 	StagingUnit *unit;
@@ -447,11 +468,11 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 
 	/* the lock INSERT takes anyway; held to commit */
 	rel = open_staging(table);
-	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &select_exprs);
+	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &source_cols);
 	table_close(rel, NoLock);
-	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(select_exprs);
+	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
-	cdc_start_changes(session, capture_instance, select_exprs, from, to);
+	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols, from, to);
 	while (tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);
@@ -465,6 +486,8 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 		 */
 		tds_expect_num_cols(session, expected_cols, "reading changes");
 		tds_expect_col_kind(session, CDC_COL_START_LSN, TDS_COL_BINARY, "__$start_lsn",
+							"reading changes");
+		tds_expect_col_kind(session, CDC_COL_COMMAND_ID, TDS_COL_INTEGER, "__$command_id",
 							"reading changes");
 		tds_expect_col_kind(session, CDC_COL_SEQVAL, TDS_COL_BINARY, "__$seqval",
 							"reading changes");
@@ -491,7 +514,7 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 			}
 			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
 				result.transactions++;
-			change_row_values(session, unit, utc_offset_minutes, &key);
+			change_row_values(session, unit, &key);
 
 			/* the query orders by these: a repeat or a step back is a broken server */
 			if (have_last && change_key_cmp(&key, &last) <= 0)
@@ -601,13 +624,19 @@ apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, 
 {
 	SnapshotInsert *ins = palloc0(sizeof(SnapshotInsert));
 	Relation	rel;
+	List	   *source_cols;
+	ListCell   *lc;
 
 	rel = open_staging(table);
 	ins->lsn = *l0;
 	first_free_seqval(rel, run_as, l0, &ins->next_seqval);
 	/* the snapshot SELECT returns the staged columns from column 1 on */
-	ins->unit = staging_unit_open(rel, src, 1, run_as, select_exprs);
+	ins->unit = staging_unit_open(rel, src, 1, run_as, &source_cols);
 	table_close(rel, NoLock);
+	*select_exprs = NIL;
+	foreach(lc, source_cols)
+		*select_exprs = lappend(*select_exprs,
+								mssql_column_select_expr((const MssqlColumn *) lfirst(lc)));
 	return ins;
 }
 
@@ -638,6 +667,9 @@ apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
 				break;
 			case FROM_LSN:
 				unit->values[i] = lsn_datum(unit, col, &ins->lsn);
+				break;
+			case FROM_COMMAND_ID:	/* no source command made this row */
+				unit->values[i] = Int32GetDatum(0);
 				break;
 			case FROM_SEQVAL:
 				unit->values[i] = lsn_datum(unit, col, &ins->next_seqval);

@@ -20,6 +20,7 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
+#include "cdc_clock.h"
 #include "cdc_window.h"
 
 static char *
@@ -92,7 +93,7 @@ cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
 }
 
 bool
-cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
+cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 				 MssqlLsn *max_lsn, TimestampTz *max_time)
 {
 	bool		found = false;
@@ -100,8 +101,9 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 
 	*max_time = 0;
 	tds_exec(session,
-			 "SELECT sys.fn_cdc_get_max_lsn(), "
-			 "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())");
+			 psprintf("SELECT sys.fn_cdc_get_max_lsn(), %s",
+					  cdc_commit_time_sql(server_zone,
+										  "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())")));
 	while (tds_next_result(session))
 		while (tds_next_row(session))
 		{
@@ -109,7 +111,7 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 				continue;		/* drain */
 			seen = true;
 			found = col_lsn(session, 1, max_lsn);
-			if (found && !cdc_col_local_time(session, 2, utc_offset_minutes, max_time))
+			if (found && !cdc_col_commit_time(session, 2, max_time))
 				*max_time = 0;
 		}
 	return found;
@@ -118,7 +120,7 @@ cdc_poll_max_lsn(TdsSession *session, int utc_offset_minutes,
 bool
 cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					  const MssqlLsn *max_lsn, int max_transactions,
-					  int utc_offset_minutes, MssqlLsn *to, TimestampTz *end_time)
+					  const char *server_zone, MssqlLsn *to, TimestampTz *end_time)
 {
 	StringInfoData sql;
 	int			nrows = 0;
@@ -130,10 +132,11 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
-					 "SELECT TOP (%d) start_lsn, tran_end_time FROM cdc.lsn_time_mapping"
+					 "SELECT TOP (%d) start_lsn, %s FROM cdc.lsn_time_mapping"
 					 " WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00"
 					 " ORDER BY start_lsn",
-					 max_transactions, lsn_literal(checkpoint), lsn_literal(max_lsn));
+					 max_transactions, cdc_commit_time_sql(server_zone, "tran_end_time"),
+					 lsn_literal(checkpoint), lsn_literal(max_lsn));
 	tds_exec(session, sql.data);
 	while (tds_next_result(session))
 		while (tds_next_row(session))
@@ -141,7 +144,7 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 			if (!col_lsn(session, 1, &last))
 				continue;
 			nrows++;
-			if (!cdc_col_local_time(session, 2, utc_offset_minutes, &last_time))
+			if (!cdc_col_commit_time(session, 2, &last_time))
 				last_time = 0;
 		}
 
@@ -166,28 +169,4 @@ cdc_get_min_lsn(TdsSession *session, const char *capture_instance, MssqlLsn *min
 							   tds_quote_nstring(capture_instance));
 
 	return tds_fetch_lsn(session, sql, min_lsn);
-}
-
-void
-cdc_start_changes(TdsSession *session, const char *capture_instance,
-				  List *select_exprs, const MssqlLsn *from, const MssqlLsn *to)
-{
-	StringInfoData sql;
-	ListCell   *lc;
-
-	/* sys.fn_cdc_get_all_changes_* raises Msg 313 for from > to */
-	Assert(mssql_lsn_cmp(from, to) <= 0);
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql,
-						   "SELECT __$start_lsn, __$seqval, __$operation, __$update_mask,"
-						   " sys.fn_cdc_map_lsn_to_time(__$start_lsn)");
-	foreach(lc, select_exprs)
-		appendStringInfo(&sql, ", %s", (const char *) lfirst(lc));
-	appendStringInfo(&sql,
-					 " FROM cdc.%s(%s, %s, N'all update old')"
-					 " ORDER BY __$start_lsn, __$seqval, __$operation",
-					 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", capture_instance)),
-					 lsn_literal(from), lsn_literal(to));
-	tds_exec(session, sql.data);
 }

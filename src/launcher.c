@@ -5,8 +5,10 @@
  *		keeps one source worker running per active foreign server.
  *
  * The launcher connects to mssql_cdc.database and loops:
- *	- while the extension is not installed there it idles, checking again
- *	  every mssql_cdc.poll_interval (and says so once in the log);
+ *	- while the extension is not installed there, or installed at another
+ *	  version than this library's (ALTER EXTENSION ... UPDATE not run yet),
+ *	  it idles, checking again every mssql_cdc.poll_interval (and says so
+ *	  once in the log);
  *	- once installed, it reads the desired set of sources (servers that are
  *	  not paused and have at least one table) and reconciles it with the
  *	  shared-memory slots: stop workers whose source went away, start the
@@ -36,7 +38,6 @@
 #include <signal.h>
 
 #include "access/xact.h"
-#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -51,6 +52,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "catalog_version.h"
 #include "compat.h"
 #include "launcher.h"
 #include "mssql_cdc.h"
@@ -79,7 +81,8 @@ typedef enum ExtensionPresence
 {
 	EXTENSION_UNKNOWN,
 	EXTENSION_ABSENT,
-	EXTENSION_PRESENT
+	EXTENSION_PRESENT,
+	EXTENSION_OTHER_VERSION		/* installed, but not this library's version */
 } ExtensionPresence;
 
 /*
@@ -231,21 +234,39 @@ mssql_cdc_catalog_changed_trigger(PG_FUNCTION_ARGS)
  */
 
 /*
- * Is the extension installed in our database?  Logs transitions once.
- * Must be called inside a transaction.
+ * Is the extension installed in our database, at this library's version?
+ * Logs transitions once.  A catalog of another version (new binaries, no
+ * ALTER EXTENSION ... UPDATE yet) gets no workers: its tables may lack what
+ * this library writes (catalog_version.h).  Must be called inside a
+ * transaction.
  */
 static bool
 launcher_check_extension(void)
 {
-	bool		installed = OidIsValid(get_extension_oid(MSSQL_CDC_EXTENSION_NAME, true));
-	ExtensionPresence now = installed ? EXTENSION_PRESENT : EXTENSION_ABSENT;
+	char	   *version = mssql_cdc_installed_version();
+	ExtensionPresence now;
+
+	if (version == NULL)
+		now = EXTENSION_ABSENT;
+	else if (strcmp(version, MSSQL_CDC_LIBRARY_VERSION) != 0)
+		now = EXTENSION_OTHER_VERSION;
+	else
+		now = EXTENSION_PRESENT;
 
 	if (now != extension_presence)
 	{
-		if (installed)
+		if (now == EXTENSION_PRESENT)
 			ereport(LOG,
 					(errmsg("mssql_cdc launcher found the extension in database \"%s\" and is managing its sources",
 							mssql_cdc_database)));
+		else if (now == EXTENSION_OTHER_VERSION)
+			ereport(LOG,
+					(errmsg("mssql_cdc launcher is waiting: extension \"%s\" in database \"%s\" is version %s, the library is version %s",
+							MSSQL_CDC_EXTENSION_NAME, mssql_cdc_database, version,
+							MSSQL_CDC_LIBRARY_VERSION),
+					 errdetail("No source is replicated until the extension's catalog matches the library."),
+					 errhint("Run ALTER EXTENSION %s UPDATE in database \"%s\"; the launcher notices within mssql_cdc.poll_interval.",
+							 MSSQL_CDC_EXTENSION_NAME, mssql_cdc_database)));
 		else
 			ereport(LOG,
 					(errmsg("mssql_cdc launcher is idle: extension \"%s\" is not installed in database \"%s\"",
@@ -255,7 +276,7 @@ launcher_check_extension(void)
 		extension_presence = now;
 	}
 
-	return installed;
+	return now == EXTENSION_PRESENT;
 }
 
 /*

@@ -63,6 +63,7 @@ static const char *const tds_version_values[] = {"7.3", "7.4", NULL};
 static const char *const encryption_values[] = {"off", "request", "require", NULL};
 static const char *const ca_file_words[] = {MSSQL_CDC_CA_FILE_SYSTEM, NULL};
 static const char *const no_words[] = {NULL};
+static const char *const data_query_mode_values[] = {"direct", "function", NULL};
 
 /*
  * TDS versions FreeTDS knows that are older than 7.3.  They are refused with
@@ -87,6 +88,10 @@ static const MssqlOption mssql_options[] = {
 	{"ca_file", ForeignServerRelationId, OPTION_FILE, 0, 0, 0, ca_file_words},
 	{"crl_file", ForeignServerRelationId, OPTION_FILE, 0, 0, 0, no_words},
 	{"check_host_name", ForeignServerRelationId, OPTION_BOOLEAN, 0, 0, 0, NULL},
+	/* SERVER: how change rows are read (doc/streaming.md) */
+	{"data_query_mode", ForeignServerRelationId, OPTION_ENUM, 0, 0, 0, data_query_mode_values},
+	/* SERVER: the Windows time zone of the server, for commit times (doc/streaming.md) */
+	{"server_time_zone", ForeignServerRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	/* USER MAPPING: the SQL Server login */
 	{"username", UserMappingRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"password", UserMappingRelationId, OPTION_SECRET, 0, 0, 0, NULL},
@@ -471,6 +476,7 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 	result->encryption = MSSQL_ENCRYPTION_REQUIRE;
 	result->ca_file = pstrdup(MSSQL_CDC_DEFAULT_CA_FILE);
 	result->check_host_name = true;
+	result->data_query_mode = MSSQL_QUERY_DIRECT;
 
 	/* Values were checked by the validator when they were stored. */
 	foreach(lc, server->options)
@@ -504,6 +510,11 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 			result->crl_file = pstrdup(value);
 		else if (strcmp(def->defname, "check_host_name") == 0)
 			(void) parse_bool(value, &result->check_host_name);
+		else if (strcmp(def->defname, "data_query_mode") == 0)
+			result->data_query_mode = strcmp(value, "function") == 0 ?
+				MSSQL_QUERY_FUNCTION : MSSQL_QUERY_DIRECT;
+		else if (strcmp(def->defname, "server_time_zone") == 0)
+			result->server_time_zone = pstrdup(value);
 	}
 
 	if (result->host == NULL)

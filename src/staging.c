@@ -44,17 +44,26 @@ typedef struct MetadataColumn
 	bool		not_null;
 } MetadataColumn;
 
-/* After the source columns, in this order (include/staging.h) */
+/*
+ * After the source columns, in this order (include/staging.h).
+ * _cdc_command_id came in 0.2 and is last so that a table created by 0.1
+ * and moved by ALTER EXTENSION ... UPDATE has the same layout.
+ */
 static const MetadataColumn metadata_columns[] = {
 	{"_cdc_lsn", "mssql_cdc.lsn", true},
 	{"_cdc_seqval", "mssql_cdc.lsn", true},
 	{"_cdc_op", "mssql_cdc.operation", true},
 	{"_cdc_commit_time", "timestamp with time zone", false},
 	{"_cdc_update_mask", "bytea", false},
+	{"_cdc_command_id", "integer", true},
 };
 
-/* The primary key: source commit order, and the replica identity */
-static const char *const primary_key_columns[] = {"_cdc_lsn", "_cdc_seqval", "_cdc_op"};
+/*
+ * The primary key: source commit order and, inside a transaction, execution
+ * order (SQL Server's __$command_id); the replica identity.
+ */
+static const char *const primary_key_columns[] = {"_cdc_lsn", "_cdc_command_id", "_cdc_seqval", "_cdc_op"};
+#define PRIMARY_KEY_TEXT "(_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)"
 
 /*
  * 32-bit FNV-1a: tiny, and the same on every platform and release (unlike
@@ -325,9 +334,9 @@ check_primary_key(Relation rel, const char *where)
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("staging table %s lacks its primary key (_cdc_lsn, _cdc_seqval, _cdc_op)", where),
-				 errdetail("The key orders rows in source commit order and makes re-applied changes detectable."),
-				 errhint("ALTER TABLE %s ADD PRIMARY KEY (_cdc_lsn, _cdc_seqval, _cdc_op);", where)));
+				 errmsg("staging table %s lacks its primary key " PRIMARY_KEY_TEXT, where),
+				 errdetail("The key orders rows in source commit order and execution order, and makes re-applied changes detectable."),
+				 errhint("ALTER TABLE %s ADD PRIMARY KEY " PRIMARY_KEY_TEXT ";", where)));
 }
 
 Relation

@@ -452,8 +452,13 @@ find_rule(const MssqlColumn *c)
 	return NULL;				/* keep the compiler quiet */
 }
 
-void
-mssql_type_to_pg(const MssqlColumn *col, char **pg_type_sql, char **select_expr)
+/*
+ * mssql_type_to_pg with the column written as column_ref in the select
+ * expression (NULL: the bare quoted name, or [c] for a nameless column).
+ */
+static void
+type_to_pg(const MssqlColumn *col, const char *column_ref, char **pg_type_sql,
+		   char **select_expr)
 {
 	MssqlColumn c = *col;
 	const TypeRule *rule;
@@ -492,12 +497,20 @@ mssql_type_to_pg(const MssqlColumn *col, char **pg_type_sql, char **select_expr)
 			break;
 	}
 
-	if (rule->select_template != NULL && col->name != NULL)
+	if (rule->select_template != NULL && column_ref != NULL)
+		*select_expr = psprintf(rule->select_template, column_ref);
+	else if (rule->select_template != NULL && col->name != NULL)
 		*select_expr = psprintf(rule->select_template, mssql_quote_identifier(col->name));
 	else if (rule->select_template != NULL)
 		*select_expr = psprintf(rule->select_template, "[c]");
 	else
 		*select_expr = NULL;
+}
+
+void
+mssql_type_to_pg(const MssqlColumn *col, char **pg_type_sql, char **select_expr)
+{
+	type_to_pg(col, NULL, pg_type_sql, select_expr);
 }
 
 char *
@@ -529,11 +542,20 @@ mssql_type_display(const MssqlColumn *col)
 char *
 mssql_column_select_expr(const MssqlColumn *col)
 {
+	return mssql_column_select_expr_qualified(col, NULL);
+}
+
+char *
+mssql_column_select_expr_qualified(const MssqlColumn *col, const char *qualifier)
+{
 	char	   *pg_type;
 	char	   *expr;
+	char	   *ref = mssql_quote_identifier(col->name);
 
-	mssql_type_to_pg(col, &pg_type, &expr);
-	return expr ? expr : mssql_quote_identifier(col->name);
+	if (qualifier != NULL)
+		ref = psprintf("%s.%s", qualifier, ref);
+	type_to_pg(col, ref, &pg_type, &expr);
+	return expr ? expr : ref;
 }
 
 /* ---- SQL interface ------------------------------------------------------ */

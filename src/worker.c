@@ -61,6 +61,8 @@
 #include "capture_instance_switch.h"
 #include "capture_stall.h"
 #include "catalog.h"
+#include "catalog_version.h"
+#include "cdc_clock.h"
 #include "cdc_lag.h"
 #include "cdc_window.h"
 #include "error_condition.h"
@@ -80,7 +82,7 @@ const char *worker_server_name;
 /* The SQL Server connection; NULL or dead means "reconnect" */
 TdsSession *worker_session = NULL;
 static MssqlServerOptions *session_opts = NULL;
-int			worker_utc_offset = 0;
+const char *worker_server_zone = NULL;
 
 /* Lives for the whole process; options and the like */
 static MemoryContext worker_context = NULL;
@@ -201,6 +203,28 @@ connection_settings_invalidated(Datum arg, int cacheid, uint32 hashvalue)
 	connection_settings_changed = true;
 }
 
+/*
+ * The catalog must be the one this library was built for: a worker started
+ * just before the launcher noticed a version change (or by hand) leaves
+ * until ALTER EXTENSION ... UPDATE, and the launcher starts it again then.
+ */
+static void
+check_catalog_version(void)
+{
+	char	   *version = mssql_cdc_installed_version();
+
+	if (version != NULL && strcmp(version, MSSQL_CDC_LIBRARY_VERSION) == 0)
+		return;
+	ereport(LOG,
+			(errmsg("mssql_cdc worker for source \"%s\" waits for the extension: it is %s, the library is version %s",
+					worker_server_name,
+					version ? psprintf("version %s", version) : "not installed",
+					MSSQL_CDC_LIBRARY_VERSION),
+			 errhint("Run ALTER EXTENSION %s UPDATE in database \"%s\".",
+					 MSSQL_CDC_EXTENSION_NAME, mssql_cdc_database)));
+	stop_worker("the extension's catalog does not match the library");
+}
+
 /* The catalog view of our server; exits when we should not run. */
 
 static List *
@@ -210,6 +234,7 @@ read_catalog(MssqlCdcServer **server_out)
 	List	   *tables;
 
 	worker_begin_xact();
+	check_catalog_version();
 	server = catalog_get_server(worker_server_name, true);
 	if (server == NULL)
 		stop_worker("the source has no captured tables any more");
@@ -261,6 +286,43 @@ report_connection_security(void)
 						worker_server_name, tds_session_security_text(worker_session))));
 }
 
+MssqlDataQueryMode
+worker_data_query_mode(void)
+{
+	/* read_catalog loaded the settings before any window */
+	Assert(session_opts != NULL);
+	return session_opts->data_query_mode;
+}
+
+/*
+ * How this connection turns SQL Server's local commit times into instants
+ * (cdc_clock.h): the zone, or the offset of each statement, which is said
+ * once per process because it makes a backlog across a DST change wrong.
+ */
+static void
+choose_commit_time_zone(void)
+{
+	static bool warned = false;
+	MemoryContext old = MemoryContextSwitchTo(worker_connection_context);
+
+	worker_server_zone = cdc_clock_zone(worker_session, session_opts->server_time_zone);
+	MemoryContextSwitchTo(old);
+	if (worker_server_zone != NULL)
+		ereport(DEBUG1,
+				(errmsg_internal("mssql_cdc source \"%s\": commit times in time zone \"%s\"",
+								 worker_server_name, worker_server_zone)));
+	else if (!warned)
+	{
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": SQL Server does not name its time zone, so commit times use its UTC offset at the time they are read",
+						worker_server_name),
+				 errdetail("A change committed before a daylight-saving change and read after it gets a commit time off by the change."),
+				 errhint("Set the server option server_time_zone to the server's Windows time zone (sys.time_zone_info), e.g. ALTER SERVER %s OPTIONS (ADD server_time_zone 'W. Europe Standard Time').",
+						 quote_identifier(worker_server_name))));
+		warned = true;
+	}
+}
+
 static void
 ensure_connected(void)
 {
@@ -278,7 +340,7 @@ ensure_connected(void)
 	if (worker_session == NULL)
 		tds_report_error(worker_server_name, &connect_error, "logging in");
 	report_connection_security();
-	worker_utc_offset = cdc_query_utc_offset(worker_session);
+	choose_commit_time_zone();
 	warned_no_max_lsn = false;
 	worker_snapshot_isolation = SNAPSHOT_ISOLATION_UNKNOWN;
 }
@@ -392,7 +454,7 @@ run_iteration(void)
 	if (!worker_check_cdc_enabled(tables))
 		return false;
 
-	if (!cdc_poll_max_lsn(worker_session, worker_utc_offset, &max_lsn, &max_time))
+	if (!cdc_poll_max_lsn(worker_session, worker_server_zone, &max_lsn, &max_time))
 	{
 		cdc_slot_report_poll(NULL, 0);
 		/* the last capture instance dropped: say so, it is not the job */

@@ -335,7 +335,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		i++;
 	}
 	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, worker_window_transactions,
-							   worker_utc_offset, &to, &end_time))
+							   worker_server_zone, &to, &end_time))
 		return false;
 	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
 		end_time = max_time;
@@ -395,8 +395,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			ci_switch_commit(table, table->capture_instance, src, switch_diff, &from,
 							 worker_args.run_as);
 		results[i] = apply_capture_instance(worker_session, table, src,
-											worker_args.run_as, worker_utc_offset,
-											&from, &to);
+											worker_args.run_as, worker_server_zone,
+											worker_data_query_mode(), &from, &to);
 		window_rows += results[i].rows;
 		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
 		i++;

@@ -145,7 +145,7 @@ my $ddl = $node->safe_psql('postgres',
 	q{SELECT mssql_cdc.staging_ddl('src', 'dbo.everything')});
 like($ddl, qr/^CREATE TABLE public\.src_dbo_everything \(\n    id integer NOT NULL,\n    region character\(3\) NOT NULL,\n    flag boolean,\n/,
 	'staging_ddl: default name in the creation schema, key columns NOT NULL first');
-like($ddl, qr/\n    version bytea,\n    _cdc_lsn mssql_cdc\.lsn NOT NULL,\n    _cdc_seqval mssql_cdc\.lsn NOT NULL,\n    _cdc_op mssql_cdc\.operation NOT NULL,\n    _cdc_commit_time timestamp with time zone,\n    _cdc_update_mask bytea,\n    PRIMARY KEY \(_cdc_lsn, _cdc_seqval, _cdc_op\)\n\);\n/,
+like($ddl, qr/\n    version bytea,\n    _cdc_lsn mssql_cdc\.lsn NOT NULL,\n    _cdc_seqval mssql_cdc\.lsn NOT NULL,\n    _cdc_op mssql_cdc\.operation NOT NULL,\n    _cdc_commit_time timestamp with time zone,\n    _cdc_update_mask bytea,\n    _cdc_command_id integer NOT NULL,\n    PRIMARY KEY \(_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op\)\n\);\n/,
 	'staging_ddl: metadata columns and the primary key after the source columns');
 unlike($ddl, qr/doubled/, 'staging_ddl: the computed column is left out');
 like($ddl, qr/COMMENT ON TABLE public\.src_dbo_everything IS 'mssql_cdc changelog of SQL Server table dbo\.everything of server "src"';/,
@@ -164,13 +164,14 @@ is( $node->safe_psql(
 		'postgres', q{
 SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
  WHERE attrelid = 'public.src_dbo_everything'::regclass AND attnum > 0 AND attname LIKE '\_cdc\_%'}),
-	'_cdc_lsn,_cdc_seqval,_cdc_op,_cdc_commit_time,_cdc_update_mask',
+	'_cdc_lsn,_cdc_seqval,_cdc_op,_cdc_commit_time,_cdc_update_mask,_cdc_command_id',
 	'metadata columns in order');
 is( $node->safe_psql(
 		'postgres', q{
 SELECT pg_get_constraintdef(oid) FROM pg_constraint
  WHERE conrelid = 'public.src_dbo_everything'::regclass AND contype = 'p'}),
-	'PRIMARY KEY (_cdc_lsn, _cdc_seqval, _cdc_op)', 'primary key in commit order');
+	'PRIMARY KEY (_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)',
+	'primary key in commit order and, inside a transaction, execution order');
 
 # A named staging table, schema-qualified
 $node->safe_psql('postgres', 'CREATE SCHEMA "Staging Area"');
@@ -217,7 +218,7 @@ is( $node->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM pg_attribute
  WHERE attrelid = 'public.src_odd__schema_it_s__n_c_d__t_ble'::regclass AND attnum > 0}),
-	'9', 'odd-identifier staging table created with 4 + 5 columns');
+	'10', 'odd-identifier staging table created with 4 + 6 columns');
 
 $ddl = $node->safe_psql('postgres', qq{SELECT mssql_cdc.staging_ddl('src', 'dbo.$long_table')});
 my ($long_staging) = $ddl =~ /^CREATE TABLE public\.(\S+) \(/;

@@ -162,7 +162,7 @@ while ($kills < $kills_wanted || $stops < $stops_wanted)
 	{
 		# a point inside a window: the change query of c2 gets no answer,
 		# after c1's rows went into the window's open transaction
-		$si->ctl('stall', 'seconds=3', 'match=fn_cdc_get_all_changes_dbo_c2');
+		$si->ctl('stall', 'seconds=3', 'match=[dbo_c2_CT]');
 		$stall_set = 1;
 		usleep(300_000 + int(rand(500_000)));
 		# the fault is gone once the worker ran into it

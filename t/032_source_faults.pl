@@ -99,7 +99,7 @@ $pid = worker_pid();
 ok(defined $pid, 'the worker is back');
 $si->ctl('capture_freeze');
 insert_tx(5);
-$si->ctl('stall', 'seconds=60', 'match=fn_cdc_get_all_changes');
+$si->ctl('stall', 'seconds=60', 'match=__$update_mask');
 $si->ctl('capture_resume');
 ok(wait_fault_taken(), 'the worker is waiting on the stalled server');
 usleep(500_000);
@@ -140,7 +140,7 @@ ok( $node->poll_query_until('postgres',
 		qq{SELECT last_poll_at > '$caught_up_at' FROM mssql_cdc.worker_state()}),
 	'and polls again, with nothing to read');
 insert_tx(1) for 1 .. 3;
-$si->ctl('stall', 'seconds=2', 'match=fn_cdc_get_all_changes_dbo_f1');
+$si->ctl('stall', 'seconds=2', 'match=[dbo_f1_CT]');
 $si->ctl('capture_resume');
 ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 3 FROM mssql_cdc.status}),
 	'three source transactions behind: lag_transactions is 3')

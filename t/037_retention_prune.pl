@@ -36,10 +36,10 @@ $si->add_table_when_started($node,
 # staged rows as the worker writes them, at LSNs below every real one
 my $t0 = time;
 $node->safe_psql('postgres', qq{
-INSERT INTO src_dbo_big (id, v, _cdc_lsn, _cdc_seqval, _cdc_op, _cdc_commit_time)
+INSERT INTO src_dbo_big (id, v, _cdc_lsn, _cdc_seqval, _cdc_op, _cdc_commit_time, _cdc_command_id)
 SELECT g, 'old ' || g,
        ('\\x00000001'::bytea || int4send(g) || '\\x0000'::bytea)::mssql_cdc.lsn,
-       ('\\x00000000000000000001'::bytea)::mssql_cdc.lsn, 'insert', now() - interval '30 days'
+       ('\\x00000000000000000001'::bytea)::mssql_cdc.lsn, 'insert', now() - interval '30 days', 1
   FROM generate_series(1, $rows) g});
 note sprintf('filled %d staged rows in %.1f s (%s)', $rows, time - $t0,
 	$node->safe_psql('postgres', q{SELECT pg_size_pretty(pg_total_relation_size('src_dbo_big_p1'))}));

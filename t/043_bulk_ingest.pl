@@ -238,16 +238,16 @@ $si->tsql_ok('BEGIN TRANSACTION; '
 my $ct;
 for (1 .. 300)
 {
-	$ct = $si->tsql(q{SELECT 'L=' + CONVERT(varchar(30), __$start_lsn, 1) + ' S=' + CONVERT(varchar(30), __$seqval, 1) FROM cdc.dbo_pk_CT WHERE id = 7});
+	$ct = $si->tsql(q{SELECT 'L=' + CONVERT(varchar(30), __$start_lsn, 1) + ' S=' + CONVERT(varchar(30), __$seqval, 1) + ' C=' + CAST(__$command_id AS varchar(10)) FROM cdc.dbo_pk_CT WHERE id = 7});
 	last if $ct =~ /L=0x/;
 	usleep(100_000);
 }
-my ($pk_lsn, $pk_seqval) = $ct =~ /L=(0x[0-9A-Fa-f]+) S=(0x[0-9A-Fa-f]+)/;
+my ($pk_lsn, $pk_seqval, $pk_command) = $ct =~ /L=(0x[0-9A-Fa-f]+) S=(0x[0-9A-Fa-f]+) C=(\d+)/;
 ok(defined $pk_seqval, 'the capture job recorded the 8-row transaction');
 # the 7th change of the window (third batch) will collide with this row
 $node->safe_psql('postgres', qq{
-	INSERT INTO src_dbo_pk (id, v, _cdc_lsn, _cdc_seqval, _cdc_op)
-	VALUES (-1, -1, '$pk_lsn', '$pk_seqval', 'insert')});
+	INSERT INTO src_dbo_pk (id, v, _cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op)
+	VALUES (-1, -1, '$pk_lsn', $pk_command, '$pk_seqval', 'insert')});
 $node->safe_psql('postgres', q{SELECT mssql_cdc.resume('src')});
 wait_for_error('duplicate key value violates unique constraint "src_dbo_pk_pkey"%',
 	'the window fails with the standard unique violation');

@@ -176,7 +176,7 @@ recovered('baseline');
 
 # The connection drops in the middle of every change result.
 my $rows_before = staging_count();
-$si->ctl('drop_after_rows', 'rows=2', 'match=fn_cdc_get_all_changes', 'times=-1');
+$si->ctl('drop_after_rows', 'rows=2', 'match=__$update_mask', 'times=-1');
 insert_tx(5);
 fault_shown('connection dropped mid-result', 'error', 'connection_lost',
 	qr/lost the connection to SQL Server/, qr/reconnects/);
@@ -186,7 +186,7 @@ recovered('connection dropped mid-result');
 
 # Every change query stalls longer than query_timeout (2 s).
 $rows_before = staging_count();
-$si->ctl('stall', 'seconds=4', 'match=fn_cdc_get_all_changes', 'times=-1');
+$si->ctl('stall', 'seconds=4', 'match=__$update_mask', 'times=-1');
 insert_tx(4);
 fault_shown('stall past query_timeout', 'error', 'timeout',
 	qr/timed out waiting for SQL Server/, qr/query_timeout.*blocking|blocking.*query_timeout/s);

@@ -98,8 +98,8 @@ def tds_fdw_insert(pg, foreign_table, target, timeout=3600):
     return {"rows": int(pg.psql("SELECT count(*) FROM %s" % target)), "seconds": seconds}
 
 
-def worker_pid(pg, timeout=60, server=None):
-    """The worker's pid: any worker, or the one of foreign server `server`
+def worker_pid(pg, timeout=60, server="src"):
+    """The worker's pid: the worker of foreign server `server` (default src; None: any worker)
     (its application_name is "mssql_cdc worker <server>")."""
     deadline = time.time() + timeout
     only = "" if server is None else " AND application_name = 'mssql_cdc worker %s'" % server

@@ -95,10 +95,55 @@ def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
 
 CHANGE_COLUMNS = "__$start_lsn, __$seqval, __$operation, __$update_mask"
 
+# the same tables are captured a second time through server src_fn, whose
+# data_query_mode is 'function' (doc/streaming.md): it stays paused except
+# while its run is timed, so the two paths read the same backlog one after
+# the other
+FUNCTION_SERVER = "src_fn"
 
-def add_streaming_table(pg, name, server="src"):
+def add_streaming_table(pg, name, server="src", function_path=False):
+    """A table streamed by `server`; with function_path also through the
+    function-path source FUNCTION_SERVER (paused until function_path_run)."""
     pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never')" % (server, name))
     C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120, server=server)
+    if not function_path:
+        return
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never', staging_table => '%s_%s')"
+            % (FUNCTION_SERVER, name, FUNCTION_SERVER, name))
+    pause(pg, FUNCTION_SERVER)
+
+
+def pause(pg, server):
+    """Pause a source and wait until its worker is gone."""
+    pg.psql("SELECT mssql_cdc.pause('%s')" % server)
+    deadline = time.time() + 60
+    while pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mssql_cdc worker %s'"
+                  % server) != "0":
+        if time.time() > deadline:
+            raise RuntimeError("the worker of %s did not stop" % server)
+        time.sleep(0.05)
+
+
+def function_path_run(si, pg, name, rows):
+    """The function path over the backlog the direct path just applied: its
+    worker alone, from resume until it applied every row (its start, well
+    under a second, is in the figure)."""
+    pause(pg, "src")
+    base = C.status(pg, name, FUNCTION_SERVER)[1]
+    t0 = time.time()
+    pg.psql("SELECT mssql_cdc.resume('%s')" % FUNCTION_SERVER)
+    pid = C.worker_pid(pg, server=FUNCTION_SERVER)
+    sampler = Sampler(pid)
+    source = Sampler(si.pid)
+    C.wait_until(pg, name, lambda state, applied, snap: applied - base >= rows, 7200, server=FUNCTION_SERVER)
+    seconds = time.time() - t0
+    usage = sampler.stop()
+    usage["standin_cpu_s"] = source.stop()["cpu_s"]
+    pause(pg, FUNCTION_SERVER)
+    pg.psql("SELECT mssql_cdc.resume('src')")
+    C.worker_pid(pg)
+    applied = int(pg.psql("SELECT count(*) FROM %s_%s WHERE _cdc_op = 'insert'" % (FUNCTION_SERVER, name)))
+    return dict({"rows": applied, "seconds": seconds}, **usage)
 
 
 def generate_backlog(si, name, rows, txn_rows):
@@ -146,17 +191,27 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
     """mssql_cdc's catch-up of a backlog, and the baselines on the same
     change rows."""
     caught_up = catch_up(si, pg, name, rows, txn_rows)
+    function = function_path_run(si, pg, name, rows)
 
     changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
                "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
                % (CHANGE_COLUMNS, TB.column_list(TB.NARROW), name, name))
+    # the direct path's query shape (src/change_query.c), over the same rows
+    direct = ("SELECT c.[__$start_lsn], c.[__$command_id], c.[__$seqval], c.[__$operation], c.[__$update_mask], "
+              "m.tran_end_time, %s FROM cdc.[dbo_%s_CT] AS c WITH (NOLOCK) LEFT OUTER JOIN cdc.lsn_time_mapping "
+              "AS m ON m.start_lsn = c.[__$start_lsn] WHERE c.[__$start_lsn] >= sys.fn_cdc_get_min_lsn(N'dbo_%s') "
+              "AND c.[__$start_lsn] <= sys.fn_cdc_get_max_lsn() ORDER BY c.[__$start_lsn], c.[__$command_id], "
+              "c.[__$seqval], c.[__$operation]"
+              % (", ".join("c.[%s]" % col for col, _ in TB.NARROW[1]), name, name))
     results = {}
     results["stand-in change query"] = raw.run(si, changes)
+    results["stand-in change query (direct)"] = raw.run(si, direct)
     target = "pipe_changes_%s" % name
     pg.psql("CREATE TABLE %s (start_lsn bytea, seqval bytea, operation int, update_mask bytea, id int, big bigint, "
             "name text, ts timestamp, amount numeric(18,4), PRIMARY KEY (start_lsn, seqval, operation))" % target)
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, changes, target, workdir)
     results["mssql_cdc streaming"] = caught_up
+    results["mssql_cdc streaming (function)"] = function
     wire = results["stand-in change query"]["wire_bytes"]
     for r in results.values():
         r["mb"] = wire / 1e6
@@ -225,7 +280,7 @@ def latency(si, pg, seconds, interval_ms):
     carries SYSUTCDATETIME() of its insert); a tight poller in PostgreSQL
     notes when each row becomes visible."""
     name = TB.LATENCY[0]
-    add_streaming_table(pg, name)
+    add_streaming_table(pg, name, function_path=False)
     staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s'" % name)
     n = max(1, int(seconds * 1000 / interval_ms))
     pid = C.worker_pid(pg)

@@ -94,6 +94,8 @@ def worker_results(report):
         out.append(res["mssql_cdc snapshot"])
     for res in report.get("streaming", {}).values():
         out.append(res["mssql_cdc streaming"])
+        if "mssql_cdc streaming (function)" in res:
+            out.append(res["mssql_cdc streaming (function)"])
     if report.get("latency"):
         out.append(report["latency"])
     return out
@@ -129,6 +131,13 @@ def render(report):
         lines += throughput_table("Streaming catch-up: %s" % t, res, ["freebcp→COPY", "stand-in change query"])
         lines += ["(backlog written in %.1f s; the stand-in's capture job published it in %.1f s before the "
                   "clock started)" % (r["generate_s"], r["capture_s"]), ""]
+        fn = res.get("mssql_cdc streaming (function)")
+        if fn:
+            v = ratio(res, "mssql_cdc streaming", "mssql_cdc streaming (function)")
+            lines += ["Change query paths (`data_query_mode`), the same backlog one after the other: direct "
+                      "(`cdc.[<ci>_CT]`, the default) %s rows/s, function (`cdc.fn_cdc_get_all_changes_<ci>`) "
+                      "%s rows/s: direct = %s× function." % (fmt_rate(r), fmt_rate(fn),
+                                                             "–" if v is None else "%.2f" % v), ""]
     lat = report.get("latency")
     if lat:
         lines += ["### Latency: source commit → visible in PostgreSQL", "",
@@ -147,6 +156,8 @@ def render(report):
         lines.append(worker_line("snapshot %s" % t, res["mssql_cdc snapshot"]))
     for t, res in report.get("streaming", {}).items():
         lines.append(worker_line("streaming %s" % t, res["mssql_cdc streaming"]))
+        if "mssql_cdc streaming (function)" in res:
+            lines.append(worker_line("streaming %s, function path" % t, res["mssql_cdc streaming (function)"]))
     if lat:
         lines.append(worker_line("latency", lat))
     for name, r in (tls or {}).items():

@@ -3,6 +3,7 @@
 # and stop it whatever way the test ends.
 #
 #   my $si = StandIn->start(capture_interval => 0.2, databases => ['other']);
+#   my $si = StandIn->start(args => ['--split-update-seqval', 'inverted']);   # run-standin flags
 #   $si->tsql_ok('CREATE TABLE dbo.t (id int PRIMARY KEY)', ...);
 #   $si->ctl('drop_after_rows', 'rows=5');
 #
@@ -89,7 +90,8 @@ sub start
 		  '--control-port', '0', '--capture-interval', $interval, @tls,
 		  # a test killed before its END block runs must not leave it listening
 		  '--exit-with-parent',
-		  map { ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] } ],
+		  map({ ('--database', $_) } 'cdcdb', @{ $opts{databases} // [] }),
+		  @{ $opts{args} // [] } ],
 		'<', \undef, '>', \$self->{out}, '2>', \$self->{err}, $timer);
 	$timer->start;
 	$self->{proc}->pump
@@ -181,9 +183,9 @@ sub tsql_ok
 	return $out;
 }
 
-# Run an add_table statement once SQL Server's capture job has started the
-# capture instance (add_table refuses before that: there is no start LSN
-# yet); returns its output, dies on any other error.
+# Run an add_table statement once SQL Server's capture job has run and
+# started the capture instance (add_table refuses before that: there is no
+# max or start LSN yet); returns its output, dies on any other error.
 sub add_table_when_started
 {
 	my ($self, $node, $sql) = @_;
@@ -191,7 +193,8 @@ sub add_table_when_started
 	{
 		my ($ret, $out, $err) = $node->psql('postgres', $sql);
 		return $out if $ret == 0;
-		die "add_table failed: $err" unless $err =~ /has not been started by the capture job/;
+		die "add_table failed: $err"
+		  unless $err =~ /has not been started by the capture job|capture job of server "[^"]*" has not run yet/;
 		Time::HiRes::usleep(100_000);
 	}
 	die 'the capture job never started the capture instance';
@@ -238,18 +241,22 @@ $extra
 	return;
 }
 
-# CREATE EXTENSION, the foreign server and the user mapping.
+# CREATE EXTENSION, the foreign server and the user mapping.  The server's
+# data_query_mode is the option given, else MSSQL_CDC_TEST_DATA_QUERY_MODE
+# (to run a test through the function path), else the default.
 sub create_source
 {
 	my ($self, $node, $server, %opts) = @_;
 	my $qt = $opts{query_timeout} // 10;
 	my $db = $opts{database} // $self->{database};
 	my $tls = $self->tls_options;
+	my $mode = $opts{data_query_mode} // $ENV{MSSQL_CDC_TEST_DATA_QUERY_MODE};
+	my $mode_option = $mode ? ", data_query_mode '$mode'" : '';
 	$node->safe_psql('postgres', qq{
 CREATE EXTENSION IF NOT EXISTS mssql_cdc;
 CREATE SERVER $server FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '$self->{host}', port '$self->{port}', database '$db',
-           query_timeout '$qt', login_timeout '5'$tls);
+           query_timeout '$qt', login_timeout '5'$tls$mode_option);
 CREATE USER MAPPING FOR CURRENT_USER SERVER $server
   OPTIONS (username '$self->{user}', password '$self->{password}');
 });

@@ -162,4 +162,5 @@ class EngineConfig:
     server_name: str = "STANDIN"
     version_string: str = ("Microsoft SQL Server 2022 (RTM) - 16.0.1000.6 (X64) "
                            "(mssql_cdc stand-in)")
-    utc_offset_minutes: int = 0     # server local time zone for getdate()/lsn_time_mapping
+    utc_offset_minutes: int = 0     # server local time zone for getdate()/lsn_time_mapping (fixed)
+    time_zone: Optional[str] = None  # a Windows zone name (engine/clock.py); wins over utc_offset_minutes

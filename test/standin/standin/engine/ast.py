@@ -50,6 +50,7 @@ Like = node("Like", "expr", "pattern", "negated")
 Subquery = node("Subquery", "select")
 Exists = node("Exists", "select")
 Window = node("Window", "func", "partition_by", "order_by")   # ROW_NUMBER() OVER (...)
+AtTimeZone = node("AtTimeZone", "expr", "zone")                # inputdate AT TIME ZONE timezone
 
 # ---- sources
 TableRef = node("TableRef", "parts", "alias", "hints")
@@ -64,10 +65,10 @@ Insert = node("Insert", "target", "columns", "rows", "select", "default_values",
 Update = node("Update", "target", "assignments", "where", "line")
 Delete = node("Delete", "target", "where", "line")
 ColumnDef = node("ColumnDef", "name", "type", "nullable", "default", "identity", "pk",
-                 "computed", "persisted", "collation", "pk_name", "line")
-CreateTable = node("CreateTable", "parts", "columns", "pk_columns", "pk_name", "line")
+                 "computed", "persisted", "collation", "pk_name", "unique", "unique_name", "line")
+CreateTable = node("CreateTable", "parts", "columns", "pk_columns", "pk_name", "uniques", "line")
 DropTable = node("DropTable", "names", "if_exists", "line")
-AlterTableAdd = node("AlterTableAdd", "parts", "columns", "pk_columns", "pk_name", "line")
+AlterTableAdd = node("AlterTableAdd", "parts", "columns", "pk_columns", "pk_name", "uniques", "line")
 AlterTableDrop = node("AlterTableDrop", "parts", "columns", "if_exists", "line")
 AlterColumn = node("AlterColumn", "parts", "column", "line")
 Truncate = node("Truncate", "parts", "line")
@@ -94,7 +95,7 @@ Grant = node("Grant", "permission", "target", "principal", "line")   # target: p
 ServerPermission = node("ServerPermission", "action", "permission", "principal", "line")
 Block = node("Block", "statements", "line")
 Print = node("Print", "expr", "line")
-CreateIndex = node("CreateIndex", "name", "table", "columns", "line")     # non-unique: accepted, no effect
+CreateIndex = node("CreateIndex", "name", "table", "columns", "unique", "clustered", "line")   # non-unique: no effect
 If = node("If", "cond", "then", "else_", "line")
 While = node("While", "cond", "body", "line")
 Break = node("Break", "line")

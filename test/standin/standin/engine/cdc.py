@@ -161,10 +161,12 @@ class Cdc:
         ct.is_system = True
         # read like cdc.fn_cdc_get_all_changes_<ci> reads it, WITH (NOLOCK)
         ct.nolock_reads = True
-        # command_id and seqval grow together inside a transaction and 3/4 share both,
-        # so these orders equal the clustered (start_lsn, command_id, seqval, operation)
+        # One command id has one seqval (3/4 share both), so (start_lsn, command_id,
+        # operation) is the clustered order too.  Seqval order is not: a split
+        # update's rows sort differently by seqval (dml.Writer.log_split), so an
+        # ORDER BY __$start_lsn, __$seqval, __$operation is sorted, as on SQL Server.
         cid = len(cols) - 1
-        ct.equivalent_orders = [[0, 2, 3], [0, 2, cid, 3], [0, cid, 3]]
+        ct.equivalent_orders = [[0, cid, 3]]
         ct.create_date = ct.modify_date = eng.now_datetime()
         db.tables[("cdc", ct.name.lower())] = ct
         db.by_id[ct.object_id] = ct
@@ -220,7 +222,11 @@ class Cdc:
         if db.cdc is None or not records:
             return
         begin = txn.begin_lsn.get(db, commit_lsn)
-        db.cdc.log.append(CommittedTxn(commit_lsn, begin, txn.begin_time, end_time, txn.tran_id, records))
+        # lsn_time_mapping's times are local time as the log records them at
+        # commit: a later change of the server's zone does not alter them
+        eng = self.engine
+        db.cdc.log.append(CommittedTxn(commit_lsn, begin, eng.datetime_at(txn.begin_time), eng.datetime_at(end_time),
+                                       txn.tran_id, records))
 
     # ---------------------------------------------------------------- capture
     def capture_cycle(self, db, max_scans=None):
@@ -272,7 +278,7 @@ class Cdc:
         computed first; a failure leaves the queue and the tables untouched."""
         st = db.cdc
         eng = self.engine
-        start = time.time()
+        start = eng.now_ts()
         batch = list(itertools.islice(st.log, maxtrans))
         writes = []                  # (table, values)
         published = 0
@@ -291,7 +297,7 @@ class Cdc:
         for _ in batch:
             st.log.popleft()
         eng.publish_seq(seq)
-        self._record_scan(st, start, time.time(), published, first_lsn, last_lsn)
+        self._record_scan(st, start, eng.now_ts(), published, first_lsn, last_lsn)
         return published, len(batch)
 
     def _record_scan(self, st, start, end, published, first_lsn, last_lsn):
@@ -350,7 +356,7 @@ class Cdc:
                                                  mask, rec.command_id, strict_op4)))
         if out:
             out.append((db.cdc.mapping,
-                        (start_b, self.engine.datetime_at(txn.begin_time), self.engine.datetime_at(txn.end_time),
+                        (start_b, txn.begin_time, txn.end_time,
                          txn.tran_id.to_bytes(10, "big"), L.to_bytes(txn.begin_lsn))))
         return out
 

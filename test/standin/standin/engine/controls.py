@@ -488,10 +488,36 @@ def c_fill_table(eng, args):
         return {"table": table.full_name, "rows": count, "total": len(rows)}
 
 
+def c_clock(eng, args):
+    """The server's clock (engine/clock.py): `zone` a Windows zone name or
+    `offset_minutes` a fixed offset; `utc` an ISO 8601 instant the clock
+    jumps to and runs on from (e.g. just before a DST transition)."""
+    import datetime
+    from .clock import WINDOWS_ZONES, Zone
+    clock = eng.clock
+    with eng.lock:
+        if args.get("zone") is not None:
+            zone = Zone.named(str(args["zone"]))
+            if zone is None:
+                raise ValueError("unknown zone %r (known: %s)" % (args["zone"], ", ".join(WINDOWS_ZONES)))
+            clock.zone = zone
+        elif args.get("offset_minutes") is not None:
+            minutes = int(args["offset_minutes"])
+            if not -840 <= minutes <= 840:
+                raise ValueError("offset_minutes must be within -840..840")
+            clock.zone = Zone.fixed_offset(minutes)
+        if args.get("utc") is not None:
+            when = datetime.datetime.fromisoformat(str(args["utc"]).replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                raise ValueError("utc must name its offset (Z or +00:00)")
+            clock.set_utc(when)
+        return clock.describe()
+
+
 CONTROLS = {
     "capture_freeze": c_freeze, "capture_resume": c_resume, "capture_now": c_capture_now,
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
     "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
     "capture_options": c_capture_options, "security_options": c_security_options, "restore": c_restore,
-    "set_option": c_set_option,
+    "set_option": c_set_option, "clock": c_clock,
 }

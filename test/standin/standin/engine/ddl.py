@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from ..results import SqlError
-from ..sqltypes import MAX
 from . import ast as A
 from . import types as T
 from . import values as V
 from .expressions import Compiler, Scope, ScopeColumn
 from .storage import ColumnMeta, Table
-
-KEYABLE_EXCLUDED = {"text", "ntext", "image", "xml", "sql_variant", "geometry", "geography"}
 
 
 def _check_name(name, line):
@@ -82,19 +79,12 @@ def type_computed(ctx, all_cols, line):
 
 
 def apply_pk(table, pk_names, pk_name, line, check_rows=False):
-    idx = []
-    for n in pk_names:
-        i = table.column_index(n)
-        if i < 0:
-            raise SqlError(1911, 16, 1, "Column name '%s' does not exist in the target table or view." % n, line)
-        c = table.columns[i]
-        if c.type.name in KEYABLE_EXCLUDED or c.type.length == MAX:
-            raise SqlError(1919, 16, 1, "Column '%s' in table '%s' is of a type that is invalid for use as a "
-                           "key column in an index." % (c.name, table.full_name), line)
-        if c.nullable:
+    from .unique import key_columns
+    idx = key_columns(table, pk_names, line)
+    for i in idx:
+        if table.columns[i].nullable:
             raise SqlError(8111, 16, 1, "Cannot define PRIMARY KEY constraint on nullable column in table '%s'."
                            % table.name, line)
-        idx.append(i)
     table.pk = idx
     table.pk_name = pk_name
     table.cluster = list(idx)
@@ -132,6 +122,9 @@ def create_table(ctx, st: A.CreateTable):
     table.create_date = table.modify_date = eng.now_datetime()
     if st.pk_columns:
         apply_pk(table, st.pk_columns, st.pk_name, st.line)
+    from .unique import add_unique
+    for uname, ucols in st.uniques or []:
+        add_unique(eng, table, uname, ucols, True, st.line)
     db.tables[(schema.name.lower(), name.lower())] = table
     db.by_id[table.object_id] = table
     return table
@@ -227,8 +220,18 @@ def alter_add(ctx, st: A.AlterTableAdd):
     table.refresh_keyfns()
     if st.pk_columns:
         apply_pk(table, st.pk_columns, st.pk_name, st.line, check_rows=True)
+    from .unique import add_unique
+    for uname, ucols in st.uniques or []:
+        add_unique(eng, table, uname, ucols, True, st.line)
     table.modify_date = eng.now_datetime()
     eng.cdc.record_ddl(table, "ALTER TABLE %s ADD ..." % table.full_name, required_update=False)
+
+
+def _refuse_unique_dependency(table, column, name, line):
+    from .unique import index_on_column
+    dep = index_on_column(table, column)
+    if dep is not None:
+        raise SqlError(5074, 16, 1, "The object '%s' is dependent on column '%s'." % (dep, name), line)
 
 
 def alter_drop(ctx, st: A.AlterTableDrop):
@@ -249,6 +252,7 @@ def alter_drop(ctx, st: A.AlterTableDrop):
             if table.columns[i].column_id in ci.index_column_ids:
                 raise SqlError(5074, 16, 1, "The object '%s' is dependent on column '%s'."
                                % (ci.index_name or "PK", name), st.line)
+        _refuse_unique_dependency(table, table.columns[i], name, st.line)
         drop_idx.append(i)
     if not drop_idx:
         return
@@ -284,6 +288,7 @@ def alter_column(ctx, st: A.AlterColumn):
         if old.column_id in ci.index_column_ids:
             raise SqlError(5074, 16, 1, "The object '%s' is dependent on column '%s'." % (ci.index_name, d.name),
                            st.line)
+    _refuse_unique_dependency(table, old, d.name, st.line)
     new_type = T.with_collation(d.type, d.collation) if d.collation else d.type
     nullable = True if d.nullable is None else d.nullable
     if i in table.pk and nullable:

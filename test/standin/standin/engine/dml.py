@@ -12,6 +12,8 @@ from .expressions import Compiler, Scope, ScopeColumn
 from .session import SNAPSHOT
 from .storage import visible
 from .transactions import ChangeRecord
+from .unique import check_statement as check_unique
+from .unique import key_change_detector
 
 
 def cancelled(line):
@@ -120,8 +122,9 @@ class Writer:
             self.txn.begin_lsn[db] = v
         return v
 
-    def log(self, op, before, after, changed=None, command_id=None):
-        seq = self.lsn()
+    def log(self, op, before, after, changed=None, command_id=None, seq=None):
+        if seq is None:
+            seq = self.lsn()
         if not self.tracked:
             return
         if command_id is None:
@@ -129,6 +132,32 @@ class Writer:
             command_id = self.txn.command_id
         self.txn.records.setdefault(self.db, []).append(
             ChangeRecord(self.table, op, seq, command_id, before, after, changed, self.table.column_ids))
+
+    def log_split(self, pairs):
+        """The rows of a deferred ("split") update, [(before, after)], as SQL
+        Server records them: every delete, then every insert, in execution
+        order, which is __$command_id order.  __$seqval follows the engine
+        option split_update_seqval (ENGINE.md "CDC model"): 'shared' (a row's
+        delete and insert share one), 'ascending' (seqval order = execution
+        order) or 'inverted' (each insert's seqval before its delete's, the
+        KB3030352 shape)."""
+        if not pairs:
+            return
+        mode = self.engine.options.get("split_update_seqval", "shared")
+        if mode == "shared":
+            d_seqs = i_seqs = [self.lsn() for _ in pairs]
+        elif mode == "ascending":
+            d_seqs = [self.lsn() for _ in pairs]
+            i_seqs = [self.lsn() for _ in pairs]
+        else:
+            i_seqs, d_seqs = [], []
+            for _ in pairs:
+                i_seqs.append(self.lsn())
+                d_seqs.append(self.lsn())
+        for (before, _after), seq in zip(pairs, d_seqs):
+            self.log("D", before, None, seq=seq)
+        for (_before, after), seq in zip(pairs, i_seqs):
+            self.log("I", None, after, seq=seq)
 
     # ---- operations
     def insert_row(self, values):
@@ -273,6 +302,7 @@ def execute_insert(ctx, st: A.Insert):
 
     w = Writer(ctx, table, st.line)
     n = 0
+    written = [] if table.unique_indexes else None
     defaults = {}
     for i, c in enumerate(cols):
         if c.default is not None:
@@ -311,9 +341,12 @@ def execute_insert(ctx, st: A.Insert):
             ctx.session.last_identity = vals[ident]
         row = finish_values(ctx, table, vals, given, st.line)
         w.insert_row(row)
+        if written is not None:
+            written.append(row)
         n += 1
         if ctx.session.cancelled:
             raise cancelled(st.line)
+    check_unique(table, written, st.line)
     return n
 
 
@@ -397,21 +430,28 @@ def execute_update(ctx, st: A.Update):
             new[i] = convert_for(cols[i], f(old), t, st.line)
         new = finish_values(ctx, table, new, None, st.line, for_update=True)
         planned.append((key, head, new, table.key_of(new) if table.cluster else key))
-    # in-place updates; key changes become a deferred delete + insert (like SQL Server)
-    moved = [p for p in planned if p[3] != p[0]]
-    for key, head, new, newkey in planned:
+    # In-place updates; a change of the primary key, or of a unique index's
+    # key (engine option unique_update = 'split', the default), is a
+    # deferred update that CDC records as delete + insert (ENGINE.md).
+    detect = key_change_detector(table) if ctx.engine.options.get("unique_update", "split") == "split" else None
+    split = [p for p in planned if p[3] != p[0] or (detect is not None and detect(p[1].values, p[2]))]
+    split_ids = {id(p) for p in split}
+    for p in planned:
+        key, head, new, newkey = p
         if newkey == key:
             w.txn.update(table, key, head, new)
-            w.log("U", head.values, new, changed_ids)
+            if id(p) not in split_ids:
+                w.log("U", head.values, new, changed_ids)
+    moved = [p for p in split if p[3] != p[0]]
     for key, head, new, newkey in moved:
         w.txn.delete(table, key, head)
-        w.log("D", head.values, None)
     for key, head, new, newkey in moved:
         cur = w.head_for_write(newkey)
         if cur is not None and cur.xmax is None:
             raise w.dup_error(new)
         w.txn.insert(table, newkey, new)
-        w.log("I", None, new)
+    w.log_split([(p[1].values, p[2]) for p in split])
+    check_unique(table, [p[2] for p in planned] if table.unique_indexes else None, st.line)
     return len(planned)
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import logging
 import threading
-import time
 
 from ..results import EngineConfig, ReturnStatus, ReturnValue, SqlError
 from ..sqltypes import TICKS_PER_SECOND
 from . import languages
 from . import values as V
 from .cdc import Cdc
+from .clock import WINDOWS_ZONES, ServerClock, Zone
 from .database import Database
 from .executor import Executor
 from .query import StoredSource
@@ -22,6 +21,11 @@ from .views import find_view, view_source
 
 log = logging.getLogger("standin.engine")
 statement_log = logging.getLogger("standin.statements")
+
+
+# engine options with a fixed set of values (the UNCONFIRMED shapes of ENGINE.md)
+OPTION_CHOICES = {"split_update_seqval": ("shared", "ascending", "inverted"),
+                  "unique_update": ("split", "in_place")}
 
 
 def _journal_entries(undo):
@@ -48,8 +52,18 @@ class Engine:
         # engine options that are not part of EngineConfig (see ENGINE.md)
         self.options = {"lob_op4_unchanged_null": False, "from_gt_to_error": True,
                         "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select",
-                        "enable_table_waits": True, "wkb_big_endian": False}
+                        "enable_table_waits": True, "wkb_big_endian": False,
+                        "split_update_seqval": "shared", "unique_update": "split",
+                        "current_timezone_id": True}
         self.options.update(options)
+        for name, allowed in OPTION_CHOICES.items():
+            if self.options[name] not in allowed:
+                raise ValueError("engine option %s must be one of %s" % (name, ", ".join(allowed)))
+        zone = (Zone.named(self.config.time_zone) if self.config.time_zone
+                else Zone.fixed_offset(self.config.utc_offset_minutes))
+        if zone is None:
+            raise ValueError("unknown time zone %r (known: %s)" % (self.config.time_zone, ", ".join(WINDOWS_ZONES)))
+        self.clock = ServerClock(zone)
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.seq = 1                      # last published commit sequence number
@@ -195,15 +209,17 @@ class Engine:
 
     # ================================================================ time
     def now_ts(self):
-        return time.time()
+        """The server's clock (engine/clock.py: real time plus a settable shift)."""
+        return self.clock.now()
 
     def datetime_at(self, ts):
-        local = datetime.datetime.utcfromtimestamp(ts) + datetime.timedelta(minutes=self.config.utc_offset_minutes)
+        """The local datetime of the instant ts in the server's zone."""
+        local = self.clock.zone.local_at(ts)
         ticks = ((local.hour * 60 + local.minute) * 60 + local.second) * TICKS_PER_SECOND + local.microsecond * 10
         return V.datetime_from(local.date(), ticks)
 
     def now_datetime(self):
-        return self.datetime_at(time.time())
+        return self.datetime_at(self.clock.now())
 
     # ================================================================ ids, sequence
     def new_object_id(self):

@@ -256,6 +256,14 @@ class Executor:
             if table.column_index(c) < 0:
                 raise SqlError(1911, 16, 1, "Column name '%s' does not exist in the target table or view." % c,
                                st.line)
+        if st.unique:
+            from .unique import add_unique
+            if st.clustered and table.pk:
+                from .dml import pk_constraint_name
+                raise SqlError(1902, 16, 3, "Cannot create more than one clustered index on table '%s'. Drop "
+                               "the existing clustered index '%s' before creating another."
+                               % (table.full_name, pk_constraint_name(table)), st.line)
+            add_unique(self.engine, table, st.name, st.columns, False, st.line)
         return [Done()]
 
     def s_CreateSchema(self, ctx, st):

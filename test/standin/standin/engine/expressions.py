@@ -149,6 +149,10 @@ class Compiler:
         return exists_subquery(self, e.select)
 
     # ---------------------------------------------------------------- functions
+    def c_AtTimeZone(self, e):
+        from .functions import at_time_zone
+        return at_time_zone(self, e)
+
     def c_Func(self, e):
         from .functions import compile_function
         return compile_function(self, e)

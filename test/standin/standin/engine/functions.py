@@ -6,22 +6,35 @@ import datetime
 import uuid
 
 from ..results import SqlError
-from ..sqltypes import SqlDateTimeOffset, SqlType, TICKS_PER_SECOND
+from ..sqltypes import TICKS_PER_DAY, SqlDateTimeOffset, SqlType, TICKS_PER_SECOND
 from . import ast as A
 from . import types as T
 from . import values as V
+from .clock import Zone
 
 AGGREGATES = {"count", "count_big", "min", "max", "sum", "avg"}
 
 
-def now_parts(engine):
-    """Server local time (date, ticks) and offset minutes."""
-    off = engine.config.utc_offset_minutes
-    utc = datetime.datetime.utcnow()
+def now_parts(engine, ctx=None):
+    """Server local time (date, ticks), UTC (date, ticks) and offset minutes
+    from the server's clock (engine/clock.py).  Once per statement (ctx): the
+    date/time functions are runtime constants in SQL Server, evaluated once
+    per query, so every row (and every such call) of a statement sees the
+    same instant and offset."""
+    cached = getattr(ctx, "now_parts", None)
+    if cached is not None:
+        return cached
+    clock = engine.clock
+    ts = clock.now()
+    off = clock.zone.offset_at(ts)
+    utc = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).replace(tzinfo=None)
     local = utc + datetime.timedelta(minutes=off)
     ticks = ((local.hour * 60 + local.minute) * 60 + local.second) * TICKS_PER_SECOND + local.microsecond * 10
     uticks = ((utc.hour * 60 + utc.minute) * 60 + utc.second) * TICKS_PER_SECOND + utc.microsecond * 10
-    return local.date(), ticks, utc.date(), uticks, off
+    parts = (local.date(), ticks, utc.date(), uticks, off)
+    if ctx is not None:
+        ctx.now_parts = parts
+    return parts
 
 
 def global_variable(comp, name):
@@ -90,6 +103,12 @@ def compile_function(comp, e):
     parts = [p.lower() for p in e.name]
     fname = parts[-1]
     qual = parts[:-1]
+    if len(qual) > 1 and fname in CLR_METHODS:
+        # t.col.Method(): a qualified CLR column, not database.schema.function
+        from .clr_functions import compile_instance_method
+        m = compile_instance_method(comp, e, fname)
+        if m is not None:
+            return m
     if len(qual) > 1:
         dbname = qual[-2] if len(qual) >= 2 else None
         if dbname:
@@ -352,9 +371,10 @@ def f_newid(comp, e):
 
 def _now(comp, kind):
     eng = comp.ctx.engine
+    ctx = comp.ctx
 
     def run(row):
-        d, t, ud, ut, off = now_parts(eng)
+        d, t, ud, ut, off = now_parts(eng, ctx)
         if kind == "getdate":
             return V.datetime_from(d, t)
         if kind == "getutcdate":
@@ -373,6 +393,55 @@ def _now(comp, kind):
 
 for _n in ("getdate", "getutcdate", "sysdatetime", "sysutcdatetime", "sysdatetimeoffset"):
     BUILTINS[_n] = (lambda n: lambda comp, e: _now(comp, n))(_n)
+
+
+@builtin("current_timezone_id")
+def f_current_timezone_id(comp, e):
+    """The Windows name of the server's zone (SQL Server 2022, Azure; page
+    "CURRENT_TIMEZONE_ID").  Engine option current_timezone_id=False is a
+    server before 2022, where the function does not exist (195)."""
+    eng = comp.ctx.engine
+    if not eng.options.get("current_timezone_id", True):
+        raise comp.err(195, 15, 10, "'%s' is not a recognized built-in function name." % e.name[-1])
+    _nargs(comp, e, 0)
+    return (lambda row: eng.clock.zone.name), T.varchar(128)
+
+
+def at_time_zone(comp, e):
+    """inputdate AT TIME ZONE timezone (engine/clock.py has the DST rules)."""
+    fn, t = comp.compile(e.expr)
+    zfn, zt = comp.compile(e.zone)
+    scales = {"datetime": 3, "smalldatetime": 0}
+    if t.name not in ("datetime", "smalldatetime", "datetime2", "datetimeoffset"):
+        raise comp.err(8116, 16, 1, "Argument data type %s is invalid for argument 1 of AT TIME ZONE function."
+                       % t.name)
+    if zt.name not in T.STRING_TYPES:
+        raise comp.err(8116, 16, 1, "Argument data type %s is invalid for argument 2 of AT TIME ZONE function."
+                       % zt.name)
+    scale = scales.get(t.name, 7 if t.scale is None else t.scale)
+    line = comp.line
+
+    def run(row):
+        v = fn(row)
+        name = zfn(row)
+        if v is None or name is None:
+            return None
+        zone = Zone.named(name)
+        if zone is None:
+            raise SqlError(9820, 16, 1, "The time zone parameter '%s' provided to AT TIME ZONE clause is invalid."
+                           % name.replace("\0", "."), line)
+        date, ticks, off = V.temporal_parts(v)
+        total = date.toordinal() * TICKS_PER_DAY + ticks
+        if off is None:
+            local = datetime.datetime.combine(date, datetime.time()) + datetime.timedelta(microseconds=ticks // 10)
+            off = zone.offset_of_local(local)
+        utc_ticks = total - off * 60 * TICKS_PER_SECOND
+        ts = (utc_ticks - datetime.date(1970, 1, 1).toordinal() * TICKS_PER_DAY) / TICKS_PER_SECOND
+        new_off = zone.offset_at(ts)
+        out = utc_ticks + new_off * 60 * TICKS_PER_SECOND
+        d2 = V.dt2_from(datetime.date.fromordinal(out // TICKS_PER_DAY), out % TICKS_PER_DAY, scale)
+        return SqlDateTimeOffset(d2.date, d2.ticks, new_off)
+    return run, SqlType("datetimeoffset", scale=scale)
 
 
 @builtin("todatetimeoffset")

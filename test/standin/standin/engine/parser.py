@@ -605,6 +605,11 @@ class Parser:
         if self.is_kw("COLLATE"):
             self.advance()
             e = A.Collate(e, self.any_name())
+        while self.is_kw("AT") and self.is_kw("TIME", k=1) and self.is_kw("ZONE", k=2):
+            self.advance()
+            self.advance()
+            self.advance()
+            e = A.AtTimeZone(e, self.primary())
         return e
 
     def primary(self):
@@ -897,32 +902,27 @@ class Parser:
         if self.accept_kw("TABLE"):
             parts = self.multipart()
             self.expect_op("(")
-            cols, pk_cols, pk_name = self.table_elements(line)
+            cols, pk_cols, pk_name, uniques = self.table_elements(line)
             self.expect_op(")")
-            return A.CreateTable(parts, cols, pk_cols, pk_name, line=line)
+            return A.CreateTable(parts, cols, pk_cols, pk_name, uniques=uniques, line=line)
         if self.accept_kw("SCHEMA"):
             name = self.name()
             if self.accept_kw("AUTHORIZATION"):
                 self.name()
             return A.CreateSchema(name, line=line)
-        if self.is_kw("INDEX", "NONCLUSTERED", "CLUSTERED"):
-            # secondary indexes change no result: accepted without effect (UNIQUE is not supported)
-            self.accept_kw("NONCLUSTERED", "CLUSTERED")
+        if self.is_kw("INDEX", "NONCLUSTERED", "CLUSTERED", "UNIQUE"):
+            # non-unique secondary indexes change no result: accepted without
+            # effect; UNIQUE ones are enforced (unique.py)
+            unique = bool(self.accept_kw("UNIQUE"))
+            clustered = self.accept_kw("NONCLUSTERED", "CLUSTERED") == "CLUSTERED"
             self.expect_kw("INDEX")
             name = self.name()
             self.expect_kw("ON")
             table = self.multipart()
-            self.expect_op("(")
-            cols = []
-            while True:
-                cols.append(self.name())
-                self.accept_kw("ASC", "DESC")
-                if not self.accept_op(","):
-                    break
-            self.expect_op(")")
+            cols = self.key_column_list()
             if self.is_kw("INCLUDE") or self.is_kw("WITH") or self.is_kw("WHERE"):
                 raise self.error()
-            return A.CreateIndex(name, table, cols, line=line)
+            return A.CreateIndex(name, table, cols, unique=unique, clustered=clustered, line=line)
         if self.is_kw("LOGIN"):
             self.advance()
             name = self.name()
@@ -959,24 +959,36 @@ class Parser:
             return A.CreateRole(name, line=line)
         raise self.error()
 
-    def table_elements(self, line):
-        cols, pk_cols, pk_name = [], None, None
+    def key_column_list(self):
+        self.expect_op("(")
+        cs = []
         while True:
-            if self.is_kw("CONSTRAINT", "PRIMARY"):
+            cs.append(self.name())
+            self.accept_kw("ASC", "DESC")
+            if not self.accept_op(","):
+                break
+        self.expect_op(")")
+        return cs
+
+    def table_elements(self, line):
+        """Column definitions and table constraints: (cols, pk_cols, pk_name,
+        uniques) with uniques a list of (constraint name or None, [cols])."""
+        cols, pk_cols, pk_name, uniques = [], None, None, []
+        while True:
+            if self.is_kw("CONSTRAINT", "PRIMARY", "UNIQUE"):
                 name = None
                 if self.accept_kw("CONSTRAINT"):
                     name = self.name()
+                if self.accept_kw("UNIQUE"):
+                    self.accept_kw("CLUSTERED", "NONCLUSTERED")
+                    uniques.append((name, self.key_column_list()))
+                    if not self.accept_op(","):
+                        break
+                    continue
                 self.expect_kw("PRIMARY")
                 self.expect_kw("KEY")
                 self.accept_kw("CLUSTERED", "NONCLUSTERED")
-                self.expect_op("(")
-                cs = []
-                while True:
-                    cs.append(self.name())
-                    self.accept_kw("ASC", "DESC")
-                    if not self.accept_op(","):
-                        break
-                self.expect_op(")")
+                cs = self.key_column_list()
                 if pk_cols is not None:
                     raise SqlError(8110, 16, 0, "Cannot add multiple PRIMARY KEY constraints to table '%s'."
                                    % "?", line)
@@ -990,7 +1002,9 @@ class Parser:
                 if pk_cols is not None:
                     raise SqlError(8110, 16, 0, "Cannot add multiple PRIMARY KEY constraints to table.", line)
                 pk_cols, pk_name = [c.name], c.pk_name
-        return cols, pk_cols, pk_name
+            if c.unique:
+                uniques.append((c.unique_name, [c.name]))
+        return cols, pk_cols, pk_name, uniques
 
     def column_def(self):
         line = self.tok.line
@@ -1023,12 +1037,16 @@ class Parser:
                     inc = self.signed_int()
                     self.expect_op(")")
                 col.identity = (seed, inc)
-            elif self.is_kw("CONSTRAINT", "PRIMARY", "DEFAULT"):
+            elif self.is_kw("CONSTRAINT", "PRIMARY", "DEFAULT", "UNIQUE"):
                 cname = None
                 if self.accept_kw("CONSTRAINT"):
                     cname = self.name()
                 if self.accept_kw("DEFAULT"):
                     col.default = self.unary()
+                elif self.accept_kw("UNIQUE"):
+                    self.accept_kw("CLUSTERED", "NONCLUSTERED")
+                    col.unique = True
+                    col.unique_name = cname
                 else:
                     self.expect_kw("PRIMARY")
                     self.expect_kw("KEY")
@@ -1068,8 +1086,8 @@ class Parser:
         if self.accept_kw("TABLE"):
             parts = self.multipart()
             if self.accept_kw("ADD"):
-                cols, pk_cols, pk_name = self.table_elements(line)
-                return A.AlterTableAdd(parts, cols, pk_cols, pk_name, line=line)
+                cols, pk_cols, pk_name, uniques = self.table_elements(line)
+                return A.AlterTableAdd(parts, cols, pk_cols, pk_name, uniques=uniques, line=line)
             if self.accept_kw("DROP"):
                 self.expect_kw("COLUMN")
                 if_exists = False

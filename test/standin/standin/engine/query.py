@@ -355,9 +355,15 @@ def upper_bound(where, col_index, scope, ctx, col_type):
     if isinstance(where, A.Between) and not where.negated:
         return upper_bound(A.Compare("<=", where.expr, where.high), col_index, scope, ctx, col_type)
     if isinstance(where, A.Compare) and where.op in ("<", "<=", "="):
-        if col_type.name in T.BINARY_TYPES:
-            return None       # padded comparison: no exact upper key for raw bytes
         flipped = A.Compare(">=", where.left, where.right)
+        if col_type.name == "binary" and isinstance(col_type.length, int):
+            # binary(n) values are stored padded to n bytes, so raw comparison
+            # is SQL Server's padded one: the bound padded to n is exact
+            # (change tables: __$start_lsn <= 0x…)
+            v = lower_bound(flipped, col_index, scope, ctx, col_type)
+            return None if v is None else v.ljust(col_type.length, b"\0")
+        if col_type.name in T.BINARY_TYPES:
+            return None       # varbinary: padded comparison, no exact upper key for raw bytes
         return lower_bound(flipped, col_index, scope, ctx, col_type)
     return None
 
@@ -426,6 +432,16 @@ def build_source(ctx, src, line):
 
 
 class JoinSource(Source):
+    """[INNER|LEFT] JOIN and CROSS JOIN as a nested loop over the left side.
+
+    Rows come in the left side's order, so an ORDER BY the left side's
+    clustered key streams, and bounds on the left side's first clustering
+    column in the WHERE clause position its scan, like a plain table (a
+    change table joined to cdc.lsn_time_mapping: the direct change query).
+    ON right.key = left.col, with right a stored table clustered on that one
+    column, is a point lookup per left row (an index nested loop join);
+    other ON clauses compare every left row with the right side's rows."""
+
     def __init__(self, ctx, left, right, kind, on, line):
         cols = left.cols + right.cols
         super().__init__(cols, set())
@@ -433,6 +449,32 @@ class JoinSource(Source):
         self.scope = Scope(left.scope_columns(0) + right.scope_columns(len(left.cols)))
         self.on_fn = Compiler(ctx, self.scope, line).compile(on)[0] if on is not None else None
         self.width_right = len(right.cols)
+        self.lookup = self._point_lookup(on)
+
+    def _point_lookup(self, on):
+        """(left column index, right table) when ON is an equality of the right
+        table's single clustering column with a left column of the same type."""
+        right = self.right
+        if not (isinstance(on, A.Compare) and on.op == "=" and isinstance(on.left, A.ColRef)
+                and isinstance(on.right, A.ColRef)):
+            return None
+        if not isinstance(right, StoredSource) or len(right.table.cluster) != 1 or \
+                len(right.cols) != len(right.table.columns):
+            return None
+        nleft = len(self.left.cols)
+        try:
+            a = self.scope.resolve(on.left.parts)
+            b = self.scope.resolve(on.right.parts)
+        except SqlError:
+            return None
+        if a.index >= nleft:
+            a, b = b, a
+        if a.index >= nleft or b.index < nleft or b.index - nleft != right.table.cluster[0]:
+            return None
+        if a.type.name != b.type.name or a.type.length != b.type.length or \
+                getattr(a.type, "collation", None) != getattr(b.type, "collation", None):
+            return None
+        return a.index, right.table
 
     def scope_columns(self, offset=0):
         out = []
@@ -440,18 +482,47 @@ class JoinSource(Source):
             out.append(ScopeColumn(c.qualifiers, c.name, c.index + offset, c.type, c.nullable, c.meta))
         return out
 
-    def iterate(self, ctx, lower=None):
-        right_rows = [r for r, _ in self.right.iterate(ctx)]
+    def natural_order_ok(self, positions):
+        return all(p < len(self.left.cols) for p in positions) and self.left.natural_order_ok(positions)
+
+    def lower_bound_column(self):
+        # every joined row comes from one left row: a bound on a left column
+        # may skip left rows the WHERE clause would reject anyway
+        return self.left.lower_bound_column() if isinstance(self.left, StoredSource) else None
+
+    def upper_bound_column(self):
+        return self.lower_bound_column()
+
+    def iterate(self, ctx, lower=None, upper=None):
+        left_rows = self.left.iterate(ctx, lower, upper) if upper is not None else self.left.iterate(ctx, lower)
         on = self.on_fn
         nulls = tuple([None] * self.width_right)
-        for lrow, _ in self.left.iterate(ctx):
+        outer = self.kind == "LEFT"
+        if self.lookup is not None:
+            li, table = self.lookup
+            keyfn = V.sort_key_fn(table.columns[table.cluster[0]].type)
+            snap, txn = ctx.read_view()
+            rows = table.rows
+            for lrow, _ in left_rows:
+                v = lrow[li]
+                rv = None if v is None else visible(rows.get(keyfn(v)), snap, txn)
+                if rv is not None:
+                    row = lrow + rv.values
+                    if on is None or on(row) is True:
+                        yield row, None
+                        continue
+                if outer:
+                    yield lrow + nulls, None
+            return
+        right_rows = [r for r, _ in self.right.iterate(ctx)]
+        for lrow, _ in left_rows:
             matched = False
             for rrow in right_rows:
                 row = lrow + rrow
                 if on is None or on(row) is True:
                     matched = True
                     yield row, None
-            if not matched and self.kind == "LEFT":
+            if not matched and outer:
                 yield lrow + nulls, None
 
 
@@ -676,9 +747,9 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     lower = upper = None
     if source is not None and where_fn is not None:
         lb_col = source.lower_bound_column()
-        if lb_col is not None and not isinstance(source, JoinSource):
+        if lb_col is not None:
             lower = lower_bound(sel.where, lb_col, scope, ctx, source.cols[lb_col][1])
-            if isinstance(source, StoredSource):
+            if isinstance(source, (StoredSource, JoinSource)):
                 upper = upper_bound(sel.where, lb_col, scope, ctx, source.cols[lb_col][1])
     columns = [c for _, c, _ in items]
 

@@ -90,6 +90,7 @@ class Table:
         self.nolock_reads = False         # change tables: every read sees the newest rows (NOLOCK)
         self.schema_lock_waiters = 0      # sp_cdc_enable_table calls waiting for the table's writers
         self.equivalent_orders = []       # other column orders equal to the clustered order
+        self.unique_indexes = []          # unique.UniqueIndex (UNIQUE constraints and indexes)
         self.create_date = None
         self.modify_date = None
         self._keyfns = None

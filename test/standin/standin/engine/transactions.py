@@ -27,6 +27,9 @@ class ChangeRecord:
 
 
 class CommittedTxn:
+    """A committed transaction waiting for the capture job; begin_time and
+    end_time are the local datetimes of lsn_time_mapping (as at commit)."""
+
     __slots__ = ("commit_lsn", "begin_lsn", "begin_time", "end_time", "tran_id", "records")
 
     def __init__(self, commit_lsn, begin_lsn, begin_time, end_time, tran_id, records):

@@ -139,14 +139,17 @@ def v_types(eng, ctx, db):
 
 def v_indexes(eng, ctx, db):
     cols = _cols([("object_id", INT), ("name", NV128), ("index_id", INT), ("type", TINY),
-                  ("type_desc", NV60), ("is_unique", BIT), ("is_primary_key", BIT)])
+                  ("type_desc", NV60), ("is_unique", BIT), ("is_primary_key", BIT),
+                  ("is_unique_constraint", BIT)])
     from .dml import pk_constraint_name
     rows = []
     for t in _visible_tables(eng, ctx, db):
         if t.pk:
-            rows.append((t.object_id, pk_constraint_name(t), 1, 1, "CLUSTERED", True, True))
+            rows.append((t.object_id, pk_constraint_name(t), 1, 1, "CLUSTERED", True, True, False))
         else:
-            rows.append((t.object_id, None, 0, 0, "HEAP", False, False))
+            rows.append((t.object_id, None, 0, 0, "HEAP", False, False, False))
+        for ui in t.unique_indexes:
+            rows.append((t.object_id, ui.name, ui.index_id, 2, "NONCLUSTERED", True, False, ui.is_constraint))
     return cols, rows
 
 
@@ -157,6 +160,9 @@ def v_index_columns(eng, ctx, db):
     for t in _visible_tables(eng, ctx, db):
         for k, i in enumerate(t.pk):
             rows.append((t.object_id, 1, k + 1, t.columns[i].column_id, k + 1, False, False))
+        for ui in t.unique_indexes:
+            for k, c in enumerate(ui.columns):
+                rows.append((t.object_id, ui.index_id, k + 1, c.column_id, k + 1, False, False))
     return cols, rows
 
 
@@ -164,8 +170,10 @@ def v_key_constraints(eng, ctx, db):
     from .dml import pk_constraint_name
     cols = _cols([("name", NV128), ("object_id", INT), ("parent_object_id", INT), ("type", SqlType("char", length=2)),
                   ("unique_index_id", INT)])
-    rows = [(pk_constraint_name(t), t.object_id + 3, t.object_id, "PK", 1)
-            for t in _visible_tables(eng, ctx, db) if t.pk]
+    visible = _visible_tables(eng, ctx, db)
+    rows = [(pk_constraint_name(t), t.object_id + 3, t.object_id, "PK", 1) for t in visible if t.pk]
+    rows += [(ui.name, ui.object_id, t.object_id, "UQ", ui.index_id) for t in visible
+             for ui in t.unique_indexes if ui.is_constraint]
     return cols, rows
 
 
@@ -356,6 +364,23 @@ def v_partitions(eng, ctx, db):
     return cols, rows
 
 
+def v_time_zone_info(eng, ctx, db):
+    """The zones AT TIME ZONE accepts (engine/clock.py), as of the server's
+    clock; a fixed-offset server zone is listed too."""
+    from .clock import WINDOWS_ZONES, Zone
+    cols = _cols([("name", NV128), ("current_utc_offset", T.nvarchar(12)), ("is_currently_dst", BIT)])
+    zones = [Zone.named(n) for n in WINDOWS_ZONES]
+    if eng.clock.zone.name not in WINDOWS_ZONES:
+        zones.append(eng.clock.zone)
+    now = eng.clock.now()
+    rows = []
+    for z in zones:
+        off = z.offset_at(now)
+        rows.append((z.name, "%s%02d:%02d" % ("-" if off < 0 else "+", abs(off) // 60, abs(off) % 60),
+                     z.is_dst_at(now)))
+    return cols, rows
+
+
 def v_database_recovery_status(eng, ctx, db):
     """One row per database the caller may see (page
     "sys.database_recovery_status": master and tempdb for all, others for the
@@ -382,7 +407,8 @@ SYS_VIEWS = {
     "indexes": v_indexes, "index_columns": v_index_columns, "key_constraints": v_key_constraints,
     "dm_server_services": v_dm_server_services, "database_principals": v_database_principals,
     "database_role_members": v_database_role_members, "dm_cdc_log_scan_sessions": v_scan_sessions,
-    "partitions": v_partitions, "database_recovery_status": v_database_recovery_status,
+    "partitions": v_partitions, "time_zone_info": v_time_zone_info,
+    "database_recovery_status": v_database_recovery_status,
 }
 INFO_VIEWS = {"columns": v_info_columns, "tables": v_info_tables}
 CDC_VIEWS = {"change_tables": v_change_tables, "captured_columns": v_captured_columns,

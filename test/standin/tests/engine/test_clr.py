@@ -43,6 +43,10 @@ class ClrTypesTest(EngineTest):
                          "(0x%s, 0x%s, N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
                          % (mn.hex(), mx.hex()))
         self.assertEqual(rows, [(2, "/1/2/", "LINESTRING (0 0, 1 1)"), (2, "/1/", "POINT (1 2)")])
+        # qualified by an alias (the direct change query joins another table): t.col.Method()
+        rows = self.rows("SELECT x.__$operation, x.[h].ToString(), x.[g].STAsText(), x.gg.STSrid() "
+                         "FROM cdc.[dbo_c_CT] AS x ORDER BY x.__$start_lsn, x.__$command_id")
+        self.assertEqual(rows, [(2, "/1/2/", "LINESTRING (0 0, 1 1)", 4326), (2, "/1/", "POINT (1 2)", None)])
         self.error("SELECT CAST('1/2' AS hierarchyid)", 6522)
 
 
