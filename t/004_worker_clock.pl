@@ -94,7 +94,7 @@ sub not_before
 	my ($pid, $start) = long_lived_worker();
 	my $since = $node->safe_psql('postgres', 'SELECT coalesce(max(error_id), 0) FROM mssql_cdc.errors');
 	my $mark = clock();
-	$si->ctl('drop_after_rows', 'rows=0', 'match=fn_cdc_get_all_changes');
+	$si->ctl('drop_after_rows', 'rows=0', 'match=lsn_time_mapping AS m');
 	my $id = $next_id++;
 	$si->tsql_ok("INSERT INTO dbo.c VALUES ($id, $id)");
 	my $errors = "mssql_cdc.errors WHERE error_id > $since AND condition <> 'capture_job_stalled'";

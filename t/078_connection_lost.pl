@@ -108,7 +108,7 @@ sub worker_in_result
 	{
 		$si->ctl('capture_freeze');
 		insert_tx();
-		$si->ctl('stall', 'seconds=30', 'after_rows=1', 'match=fn_cdc_get_all_changes');
+		$si->ctl('stall', 'seconds=30', 'after_rows=1', 'match=lsn_time_mapping AS m');
 		$si->ctl('capture_resume');
 		my $deadline = time + 30;
 		while (time < $deadline)
@@ -134,7 +134,7 @@ sub worker_waiting
 	my ($seq) = $si->ctl('log', 'limit=1') =~ /"seq": (\d+)/;
 	$si->ctl('capture_freeze');
 	insert_tx();
-	$si->ctl('stall', 'seconds=30', 'match=fn_cdc_get_all_changes');
+	$si->ctl('stall', 'seconds=30', 'match=lsn_time_mapping AS m');
 	$si->ctl('capture_resume');
 	my $deadline = time + 30;
 	while (time < $deadline)
