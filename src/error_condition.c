@@ -94,7 +94,9 @@ classify_remote(const TdsRemoteError *remote, const char *server_name)
 		return make(COND_PERMISSION_DENIED,
 					psprintf("The login of server \"%s\" lacks a permission: GRANT SELECT on the source table "
 							 "and on schema cdc (GRANT SELECT ON SCHEMA::cdc TO ...), and make it a member of "
-							 "the capture instance's gating role if it has one.  The worker retries by itself.",
+							 "the capture instance's gating role if it has one; mssql_cdc.check_server() names the "
+							 "GRANT each table needs, and data_query_mode 'function' reads the change function "
+							 "instead of the change table.  The worker retries by itself.",
 							 server_name));
 	if (is_database_refused(remote->msgno))
 		return make(COND_LOGIN_FAILED,

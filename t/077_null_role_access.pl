@@ -6,7 +6,11 @@
 # must be right under each: readable -> the changes stream; not readable ->
 # check_server names GRANT SELECT on the function, the worker stops the
 # table with a message that says how to grant it, and after the GRANT and a
-# resnapshot everything arrives once.
+# resnapshot everything arrives once.  That is the function path
+# (data_query_mode 'function'): the default direct path reads
+# cdc.[<ci>_CT], which needs SELECT on the change table whatever the gating
+# role, so a login without it gets permission_denied with the GRANT named,
+# and nothing is lost once it is granted.
 use strict;
 use warnings;
 
@@ -39,6 +43,27 @@ CREATE EXTENSION mssql_cdc;
 CREATE SERVER src FOREIGN DATA WRAPPER mssql_cdc
   OPTIONS (host '$host', port '$port', database 'cdcdb', query_timeout '10', login_timeout '5'$tls);
 CREATE USER MAPPING FOR CURRENT_USER SERVER src OPTIONS (username 'plainr', password 'Pl4inR-pass!');
+});
+
+# ---------------------------------------------------------------------------
+# the direct path: SELECT on the change table is needed, whatever the role
+# ---------------------------------------------------------------------------
+$si->add_table_when_started($node, q{SELECT mssql_cdc.add_table('src', 'dbo.open_t', snapshot_mode => 'never')});
+$si->tsql_ok(q{INSERT INTO dbo.open_t VALUES (-1, -10)});
+ok( $node->poll_query_until('postgres',
+		q{SELECT condition = 'permission_denied' FROM mssql_cdc.status}),
+	"direct path without SELECT on the change table: permission_denied")
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status');
+like($node->safe_psql('postgres', q{SELECT last_error || ' / ' || hint FROM mssql_cdc.status}),
+	qr/The SELECT permission was denied on the object 'dbo_open_t_CT'.* \/ .*GRANT SELECT ON SCHEMA::cdc.*data_query_mode 'function'/,
+	'the message names the change table, the hint the GRANT and the other path');
+$si->tsql_ok(q{GRANT SELECT ON cdc.dbo_open_t_CT TO plainr});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM public.src_dbo_open_t WHERE id = -1}),
+	'after the GRANT the change arrives');
+$node->safe_psql('postgres', q{
+SELECT mssql_cdc.remove_table('src', 'dbo.open_t');
+DROP TABLE public.src_dbo_open_t;
+ALTER SERVER src OPTIONS (ADD data_query_mode 'function');
 });
 
 sub table_check

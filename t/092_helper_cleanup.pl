@@ -71,9 +71,15 @@ use lib '$root/t/lib';
 use StandIn;
 use Test::More;
 my \$si = StandIn->start;
-\$| = 1;
-print "ports \$si->{port} \$si->{control} pid \$si->{proc}{KIDS}[0]{PID}\\n";
-my \$how = shift;
+my (\$how, \$report) = \@ARGV;
+# the ports go to a file: STDOUT is PostgreSQL::Test::Utils' tee, whose copy
+# to the real stdout is buffered until the script exits
+open(my \$r, '>', "\$report.part") or die;
+print \$r "ports \$si->{port} \$si->{control} pid \$si->{proc}{KIDS}[0]{PID}\\n";
+close \$r;
+rename("\$report.part", \$report) or die;
+# wait for the go-ahead, so the stand-in is seen running before the end
+my \$go = <STDIN>;
 die "the test died\\n" if \$how eq 'die';
 sleep 600;
 EOF
@@ -81,13 +87,16 @@ close $fh;
 
 for my $how (qw(die TERM KILL))
 {
-	my $out = '';
-	my $h = IPC::Run::start([ $^X, $script, $how ], '<', \undef, '>&', \$out, IPC::Run::timeout(120));
-	$h->pump until $out =~ /ports (\d+) (\d+) pid (\d+)/ || !$h->pumpable;
-	my ($port, $control, $pid) = $out =~ /ports (\d+) (\d+) pid (\d+)/;
+	my ($in, $out) = ('', '');
+	my $report = "$tmp/ports.$how";
+	my $h = IPC::Run::start([ $^X, $script, $how, $report ], '<', \$in, '>&', \$out, IPC::Run::timeout(120));
+	gone_within(60, sub { $h->pump_nb; -e $report || !$h->pumpable });
+	my ($port, $control, $pid) = (-e $report ? slurp_file($report) : '') =~ /ports (\d+) (\d+) pid (\d+)/;
 	ok(defined $pid && port_open($port), "StandIn.pm, test ends by $how: the stand-in ran")
 	  or diag $out;
 	next unless defined $pid;
+	$in .= "go\n";
+	$h->pump_nb;
 	kill($how, $h->{KIDS}[0]{PID}) unless $how eq 'die';
 	eval { $h->finish };
 	ok(gone_within(10, sub { !kill(0, $pid) }), "StandIn.pm, test ends by $how: run-standin (pid $pid) is gone");
