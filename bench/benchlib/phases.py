@@ -196,13 +196,16 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
     changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
                "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
                % (CHANGE_COLUMNS, TB.column_list(TB.NARROW), name, name))
-    # the direct path's query shape (src/change_query.c), over the same rows
+    # the direct path's query shape (src/change_query.c), over the same rows:
+    # window bounds as binary literals, as the worker sends them (a function
+    # call in the WHERE clause is no seek bound for the stand-in, which then
+    # evaluates it per row); the change table holds only the backlog
     direct = ("SELECT c.[__$start_lsn], c.[__$command_id], c.[__$seqval], c.[__$operation], c.[__$update_mask], "
               "m.tran_end_time, %s FROM cdc.[dbo_%s_CT] AS c WITH (NOLOCK) LEFT OUTER JOIN cdc.lsn_time_mapping "
-              "AS m ON m.start_lsn = c.[__$start_lsn] WHERE c.[__$start_lsn] >= sys.fn_cdc_get_min_lsn(N'dbo_%s') "
-              "AND c.[__$start_lsn] <= sys.fn_cdc_get_max_lsn() ORDER BY c.[__$start_lsn], c.[__$command_id], "
+              "AS m ON m.start_lsn = c.[__$start_lsn] WHERE c.[__$start_lsn] > 0x00000000000000000000 "
+              "AND c.[__$start_lsn] <= %s ORDER BY c.[__$start_lsn], c.[__$command_id], "
               "c.[__$seqval], c.[__$operation]"
-              % (", ".join("c.[%s]" % col for col, _ in TB.NARROW[1]), name, name))
+              % (", ".join("c.[%s]" % col for col, _ in TB.NARROW[1]), name, si.max_lsn()))
     results = {}
     results["stand-in change query"] = raw.run(si, changes)
     results["stand-in change query (direct)"] = raw.run(si, direct)
