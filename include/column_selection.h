@@ -63,7 +63,7 @@ extern void column_selection_check(const MssqlSourceTable *src, ColumnSelection 
 /* Mark the columns the selection leaves out (MssqlColumn.excluded). */
 extern void column_selection_apply(MssqlSourceTable *src, const ColumnSelection *sel);
 
-/* A list of names as a text[] Datum (for the catalog) */
+/* A list of names (char *) as a text[] Datum (for the catalog) */
 extern Datum column_selection_array(List *names);
 
 /*
