@@ -10,13 +10,17 @@
 #  - update_before: staged by default (as before), not staged (and not
 #    read: __$operation <> 3, N'all') when turned off, on both query paths;
 #  - alter_table changes both at a window boundary: no transaction is
-#    staged half with the old, half with the new setting.
+#    staged half with the old, half with the new setting; an alter_table
+#    during a window (held in its change query by the stand-in) waits for
+#    it, the window keeps the old setting, the next one has the new.
 use strict;
 use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/lib";
+use IPC::Run;
 use JSON::PP qw(decode_json);
+use Time::HiRes qw(sleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use StandIn;
@@ -181,6 +185,40 @@ is(q1(q{SELECT count(*) FROM (SELECT _cdc_lsn FROM src_dbo_q WHERE id = 3 AND _c
 	'0', 'no transaction is staged half with, half without before-images');
 note('transactions staged with before-images: '
 	  . q1(q{SELECT count(DISTINCT _cdc_lsn) FROM src_dbo_q WHERE id = 3 AND _cdc_op = 'update_before'}) . ' of 20');
+
+# deterministic: a window held in the middle of its change query; the
+# alter_table waits for it, the held window is staged wholly with the old
+# setting, the next one with the new
+q1(q{SELECT mssql_cdc.alter_table('src', 'dbo.q', update_before => true)});
+$si->ctl('capture_freeze');
+$si->tsql_ok(q{BEGIN TRANSACTION; UPDATE dbo.q SET a = 100 WHERE id = 3; UPDATE dbo.q SET a = 101 WHERE id = 3;
+               UPDATE dbo.q SET a = 102 WHERE id = 3; UPDATE dbo.q SET a = 103 WHERE id = 3; COMMIT});
+$si->ctl('stall', 'after_rows=3', 'hold=true', 'match=dbo_q_v2_CT');
+$si->ctl('capture_now');
+my $deadline = time + 60;
+sleep(0.05) until $si->ctl('faults') =~ /"held": \[\{/ || time > $deadline;
+like($si->ctl('faults'), qr/"held": \[\{/, 'the window of q is held in its change query');
+my ($alter_out, $alter_err) = ('', '');
+my $alter = IPC::Run::start(
+	[ 'psql', '-X', '-d', $node->connstr('postgres'), '-c',
+	  q{SELECT mssql_cdc.alter_table('src', 'dbo.q', update_before => false)} ],
+	'>', \$alter_out, '2>', \$alter_err);
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%alter_table%update_before => false%'
+		   AND wait_event_type = 'Lock'}),
+	'alter_table waits for the window that is running');
+like($si->ctl('release'), qr/"released": 1/, 'the window is released');
+$alter->finish;
+is(q1(q{SELECT update_before FROM mssql_cdc.tables WHERE source_table = 'q'}), 'f', 'alter_table then commits');
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 4 FROM src_dbo_q WHERE a BETWEEN 100 AND 103 AND _cdc_op = 'update_after'}),
+	'the held window is applied');
+is(q1(q{SELECT count(*) FROM src_dbo_q WHERE id = 3 AND _cdc_op = 'update_before' AND a BETWEEN 100 AND 102}), '3',
+	'wholly with the setting it was planned with (before-images)');
+$si->ctl('capture_resume');
+$si->tsql_ok(q{UPDATE dbo.q SET a = 200 WHERE id = 3});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM src_dbo_q WHERE a = 200}), 'the next window');
+is(q1(q{SELECT count(*) FROM src_dbo_q WHERE _cdc_lsn::text = (SELECT _cdc_lsn::text FROM src_dbo_q WHERE a = 200)}), '1',
+	'is staged with the new setting (no before-image)');
 
 # ---------------------------------------------------------------------------
 # the function path: N'all' without before-images
