@@ -32,6 +32,54 @@ ALTER TABLE mssql_cdc.tables
 	ALTER COLUMN spatial_postgis SET NOT NULL;
 ALTER TABLE mssql_cdc.table_state ADD COLUMN reset_at timestamptz;
 
+-- column selection and optional before-images (issue 18 points 1 and 2);
+-- 0.1 staged every captured column and update_before rows
+ALTER TABLE mssql_cdc.tables
+	ADD COLUMN include_columns text[],
+	ADD COLUMN exclude_columns text[],
+	ADD COLUMN update_before boolean;
+UPDATE mssql_cdc.tables SET update_before = true;
+ALTER TABLE mssql_cdc.tables
+	ALTER COLUMN update_before SET DEFAULT true,
+	ALTER COLUMN update_before SET NOT NULL,
+	ADD CHECK (include_columns IS NULL OR exclude_columns IS NULL);
+
+-- describe_source shows the column selection of a captured table: a new
+-- result column, so a new function.  EXECUTE granted on the old one is
+-- carried over.
+SELECT pg_catalog.set_config('mssql_cdc_upgrade.describe_source_grantees',
+	coalesce(pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ','), ''), true)
+  FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a, pg_catalog.pg_roles r
+ WHERE p.oid = 'mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text)'::pg_catalog.regprocedure
+   AND a.privilege_type = 'EXECUTE' AND a.grantee = r.oid AND a.grantee <> p.proowner;
+DROP FUNCTION mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text);
+CREATE FUNCTION mssql_cdc.describe_source(
+	server name,
+	source_table pg_catalog.text,
+	capture_instance pg_catalog.text DEFAULT NULL)
+RETURNS TABLE(column_name pg_catalog.text, staging_column pg_catalog.text,
+			  sqlserver_type pg_catalog.text, postgres_type pg_catalog.text,
+			  nullable pg_catalog.bool, key_ordinal pg_catalog.int4,
+			  captured pg_catalog.bool, select_expression pg_catalog.text,
+			  excluded pg_catalog.bool)
+	AS 'MODULE_PATHNAME', 'mssql_cdc_describe_source'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text) IS
+	'Show how a SQL Server table (e.g. ''dbo.orders'') would be staged: columns, types, key, capture';
+REVOKE ALL ON FUNCTION mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text) FROM PUBLIC;
+DO $upgrade$
+DECLARE
+	grantee text;
+BEGIN
+	FOREACH grantee IN ARRAY pg_catalog.string_to_array(
+		pg_catalog.current_setting('mssql_cdc_upgrade.describe_source_grantees'), ',')
+	LOOP
+		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text) TO '
+			OPERATOR(pg_catalog.||) grantee;
+	END LOOP;
+END
+$upgrade$;
+
 -- The partitions of partitioned staging tables, oldest first.  Written by
 -- add_table (the first one) and by the worker when it closes a partition,
 -- opens the next and drops old ones, in the transactions of that DDL.
@@ -70,13 +118,16 @@ CREATE FUNCTION mssql_cdc.add_table(
 	start_at text DEFAULT NULL,
 	snapshot_filter text DEFAULT NULL,
 	partition_interval interval DEFAULT NULL,
-	retention interval DEFAULT NULL)
+	retention interval DEFAULT NULL,
+	include_columns text[] DEFAULT NULL,
+	exclude_columns text[] DEFAULT NULL,
+	update_before boolean DEFAULT true)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
 DO $upgrade$
 DECLARE
 	grantee text;
@@ -84,7 +135,7 @@ BEGIN
 	FOREACH grantee IN ARRAY pg_catalog.string_to_array(
 		pg_catalog.current_setting('mssql_cdc_upgrade.add_table_grantees'), ',')
 	LOOP
-		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) TO '
+		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) TO '
 			OPERATOR(pg_catalog.||) grantee;
 	END LOOP;
 END
@@ -96,11 +147,14 @@ CREATE FUNCTION mssql_cdc.alter_table(
 	on_retention_overrun text DEFAULT NULL,
 	snapshot_filter text DEFAULT NULL,
 	partition_interval interval DEFAULT NULL,
-	retention interval DEFAULT NULL)
+	retention interval DEFAULT NULL,
+	include_columns text[] DEFAULT NULL,
+	exclude_columns text[] DEFAULT NULL,
+	update_before boolean DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) IS
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) IS
 	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
 
 CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
@@ -124,7 +178,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
 	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
 
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;

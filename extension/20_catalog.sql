@@ -78,7 +78,15 @@ CREATE TABLE mssql_cdc.tables (
 	-- geometry/geography staged as PostGIS types (PostGIS was installed when
 	-- the table was added); kept, so a later CREATE EXTENSION postgis does
 	-- not change an existing staging table's columns
-	spatial_postgis boolean NOT NULL DEFAULT false
+	spatial_postgis boolean NOT NULL DEFAULT false,
+	-- column selection (src/column_selection.c): at most one of the two;
+	-- neither: every captured column.  Source column names as SQL Server
+	-- spells them; key columns are never left out.
+	include_columns text[],
+	exclude_columns text[],
+	-- stage update_before rows (the before-image of an update)
+	update_before boolean NOT NULL DEFAULT true,
+	CHECK (include_columns IS NULL OR exclude_columns IS NULL)
 );
 
 -- Progress of one table, written by the worker in the same transaction as

@@ -40,7 +40,9 @@ GRANT EXECUTE ON FUNCTION mssql_cdc.type_mappings() TO PUBLIC;
 
 -- Dry run of add_table: connects as the caller's user mapping and shows
 -- every source column, the staging column and type it would get (NULL:
--- not staged, e.g. computed or not captured) and how it is read.
+-- not staged, e.g. computed or not captured) and how it is read.  For a
+-- table already captured, excluded says that its column selection
+-- (include_columns / exclude_columns) leaves the column out.
 CREATE FUNCTION mssql_cdc.describe_source(
 	server name,
 	source_table pg_catalog.text,
@@ -48,7 +50,8 @@ CREATE FUNCTION mssql_cdc.describe_source(
 RETURNS TABLE(column_name pg_catalog.text, staging_column pg_catalog.text,
 			  sqlserver_type pg_catalog.text, postgres_type pg_catalog.text,
 			  nullable pg_catalog.bool, key_ordinal pg_catalog.int4,
-			  captured pg_catalog.bool, select_expression pg_catalog.text)
+			  captured pg_catalog.bool, select_expression pg_catalog.text,
+			  excluded pg_catalog.bool)
 	AS 'MODULE_PATHNAME', 'mssql_cdc_describe_source'
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION mssql_cdc.describe_source(name, pg_catalog.text, pg_catalog.text) IS

@@ -17,11 +17,14 @@ CREATE FUNCTION mssql_cdc.add_table(
 	start_at text DEFAULT NULL,
 	snapshot_filter text DEFAULT NULL,
 	partition_interval interval DEFAULT NULL,
-	retention interval DEFAULT NULL)
+	retention interval DEFAULT NULL,
+	include_columns text[] DEFAULT NULL,
+	exclude_columns text[] DEFAULT NULL,
+	update_before boolean DEFAULT true)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
 
 CREATE FUNCTION mssql_cdc.remove_table(server name, source_table text)
@@ -52,7 +55,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.resnapshot(name, text) IS
 	'Discard a table''s progress and copy it again from a new snapshot';
 
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
 CREATE FUNCTION mssql_cdc.set_table_option(server name, source_table text, option text, value text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_set_table_option'
@@ -74,11 +77,14 @@ CREATE FUNCTION mssql_cdc.alter_table(
 	on_retention_overrun text DEFAULT NULL,
 	snapshot_filter text DEFAULT NULL,
 	partition_interval interval DEFAULT NULL,
-	retention interval DEFAULT NULL)
+	retention interval DEFAULT NULL,
+	include_columns text[] DEFAULT NULL,
+	exclude_columns text[] DEFAULT NULL,
+	update_before boolean DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) IS
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) IS
 	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
 
 CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
@@ -102,7 +108,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
 	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
 
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;

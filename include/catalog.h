@@ -87,6 +87,10 @@ typedef struct MssqlCdcTable
 	int64		settings_version;	/* what the settings above were read as */
 	bool		partitioned;	/* partition_interval set: staging_partitions.h */
 	bool		spatial_postgis;	/* geometry/geography staged as PostGIS types */
+	/* column selection (column_selection.h): char * lists, at most one set */
+	List	   *include_columns;
+	List	   *exclude_columns;
+	bool		update_before;	/* stage update_before rows (before-images) */
 } MssqlCdcTable;
 
 /* The extension's owner, or InvalidOid if the extension is not installed. */

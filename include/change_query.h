@@ -18,8 +18,10 @@
  *				__$command_id (the result says 0) and __$seqval order is not
  *				execution order.
  *
- * Both read "all update old" (3 = before images included) and take the
- * commit time from one join with cdc.lsn_time_mapping, converted to an
+ * Both read "all update old" (3 = before images included) unless the
+ * table does without before-images (update_before false: the direct path
+ * filters __$operation <> 3, the function path asks for N'all'), and take
+ * the commit time from one join with cdc.lsn_time_mapping, converted to an
  * instant on the server (cdc_clock.h; server_zone NULL: by the offset).
  *
  * IDENTIFICATION
@@ -52,10 +54,11 @@
  * CDC_COL_* and then one per element of columns (const MssqlColumn *, read
  * with the type policy's select expression) in order.  The caller reads it
  * with tds_next_result/tds_next_row and must check the retention bounds
- * first (see above).
+ * first (see above).  update_before false: no __$operation 3 rows.
  */
 extern void cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 							  const char *server_zone, const char *capture_instance,
-							  List *columns, const MssqlLsn *from, const MssqlLsn *to);
+							  List *columns, bool update_before,
+							  const MssqlLsn *from, const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CHANGE_QUERY_H */

@@ -47,6 +47,8 @@ typedef struct MssqlColumn
 	char	   *collation;		/* COLLATION_NAME of a character column, else NULL */
 	/* geometry/geography land as PostGIS types (the table was added with PostGIS) */
 	bool		spatial_postgis;
+	/* left out by the table's column selection (column_selection.h) */
+	bool		excluded;
 } MssqlColumn;
 
 /*
@@ -60,7 +62,10 @@ extern bool mssql_postgis_installed(void);
 /* Set spatial_postgis on every column of cols */
 extern void mssql_columns_set_postgis(MssqlColumn *cols, int ncols, bool postgis);
 
-/* The column goes into the staging table: captured and not computed. */
+/*
+ * The column goes into the staging table: captured, not computed and not
+ * left out by the table's column selection.
+ */
 extern bool source_column_is_staged(const MssqlColumn *col);
 
 /* Initialise a column with every facet unknown. */

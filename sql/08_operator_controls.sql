@@ -99,6 +99,38 @@ SELECT * FROM settings;
 SELECT mssql_cdc.set_table_option('pos', 'dbo.sales', 'on_retention_overrun', 'error');
 SELECT * FROM settings;
 
+-- ---- column selection and before-images ------------------------------------
+-- checked before any login (the names themselves are checked against the
+-- capture instance on SQL Server: t/046_column_selection.pl)
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', include_columns => '{id}', exclude_columns => '{ssn}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', exclude_columns => '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', exclude_columns => ARRAY['ssn', NULL]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', exclude_columns => '{ssn,""}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', include_columns => '{id,name,ID}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', exclude_columns => '{{a},{b}}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('pos', 'dbo.refunds', update_before => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', include_columns => '{id}', exclude_columns => '{ssn}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', exclude_columns => '{ssn,SSN}');
+\echo :LAST_ERROR_SQLSTATE
+-- a well-formed list goes on to SQL Server (port 1: refused at once)
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', exclude_columns => '{ssn}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT source_table, include_columns, exclude_columns, update_before, settings_version
+  FROM mssql_cdc.tables WHERE server_name = 'pos' ORDER BY table_id;
+-- update_before needs no SQL Server: changed at once, and counted
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', update_before => false);
+SELECT source_table, include_columns, exclude_columns, update_before, settings_version
+  FROM mssql_cdc.tables WHERE server_name = 'pos' ORDER BY table_id;
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', update_before => true);
+
 -- ---- pause / resume one table ----------------------------------------------
 SELECT mssql_cdc.pause('pos', NULL);
 \echo :LAST_ERROR_SQLSTATE
@@ -187,11 +219,17 @@ SELECT mssql_cdc.reset_table('pos', 'dbo.sales', '0x00000010000000100001');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- ... and with it, only with the privileges of the server's run_as role.
-GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval),
+GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) TO regress_ctl_carol;
 SET ROLE regress_ctl_carol;
 SELECT mssql_cdc.alter_table('pos', 'dbo.sales', on_retention_overrun => 'error');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', exclude_columns => '{ssn}', update_before => false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', update_before => false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.alter_table('pos', 'dbo.sales', exclude_columns => '{ssn}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.pause('pos', 'dbo.sales');
 \echo :LAST_ERROR_SQLSTATE
@@ -204,7 +242,7 @@ RESET ROLE;
 SELECT * FROM settings;
 
 -- clean up
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval),
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) FROM regress_ctl_carol;
 DROP ROLE regress_ctl_carol;

@@ -47,6 +47,7 @@
 
 #include "api_common.h"
 #include "catalog.h"
+#include "column_selection.h"
 #include "launcher.h"
 #include "mssql_cdc.h"
 #include "options.h"
@@ -214,7 +215,8 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
  *                     snapshot_mode text, capture_instance text,
  *                     on_retention_overrun text, start_at text,
  *                     snapshot_filter text, partition_interval interval,
- *                     retention interval) → integer
+ *                     retention interval, include_columns text[],
+ *                     exclude_columns text[], update_before boolean) → integer
  */
 Datum
 mssql_cdc_add_table(PG_FUNCTION_ARGS)
@@ -245,11 +247,16 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	Interval   *retention = PG_ARGISNULL(9) ? NULL : PG_GETARG_INTERVAL_P(9);
 	char	   *first_partition = NULL;
 	bool		spatial_postgis;
+	ColumnSelection selection;
+	bool		selection_empty;
+	bool		update_before;
 
 	api_require_argument(fcinfo, 0, "server");
 	api_require_argument(fcinfo, 1, "source_table");
 	api_require_argument(fcinfo, 3, "snapshot_mode");
 	api_require_argument(fcinfo, 5, "on_retention_overrun");
+	api_require_argument(fcinfo, 12, "update_before");
+	update_before = PG_GETARG_BOOL(12);
 	server_name = NameStr(*PG_GETARG_NAME(0));
 	source_input = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	mode_name = text_to_cstring(PG_GETARG_TEXT_PP(3));
@@ -288,6 +295,14 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	}
 
 	api_check_partitioning(partition_interval, retention, false);
+
+	column_selection_from_args(fcinfo, 10, 11, &selection, &selection_empty);
+	if (selection_empty)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must name at least one column",
+						PG_ARGISNULL(10) ? "exclude_columns" : "include_columns"),
+				 errhint("Pass NULL (the default) to stage every captured column.")));
 
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
@@ -357,6 +372,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
 					   mode, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
+	/* the columns left out get no staging column and are never read */
+	column_selection_check(src, &selection);
+	column_selection_apply(src, &selection);
 	/* geometry/geography as PostGIS types when PostGIS is there now, for good */
 	spatial_postgis = mssql_postgis_installed();
 	mssql_columns_set_postgis(src->columns, src->ncolumns, spatial_postgis);
@@ -383,10 +401,10 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	api_begin_catalog_write(&scope);
 
 	{
-		Oid			types[12] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
-		TEXTOID, INTERVALOID, INTERVALOID, BOOLOID};
-		Datum		args[12];
-		char		nulls[12] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[15] = {NAMEOID, TEXTOID, TEXTOID, TEXTOID, NAMEOID, NAMEOID, TEXTOID, TEXTOID,
+		TEXTOID, INTERVALOID, INTERVALOID, BOOLOID, TEXTARRAYOID, TEXTARRAYOID, BOOLOID};
+		Datum		args[15];
+		char		nulls[15] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 		bool		isnull;
 
 		args[0] = api_name_datum(server_name);
@@ -409,12 +427,21 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		if (retention == NULL)
 			nulls[10] = 'n';
 		args[11] = BoolGetDatum(spatial_postgis);
+		args[12] = selection.include ? column_selection_array(selection.include) : (Datum) 0;
+		if (selection.include == NIL)
+			nulls[12] = 'n';
+		args[13] = selection.exclude ? column_selection_array(selection.exclude) : (Datum) 0;
+		if (selection.exclude == NIL)
+			nulls[13] = 'n';
+		args[14] = BoolGetDatum(update_before);
 		if (SPI_execute_with_args("INSERT INTO mssql_cdc.tables (server_name, source_schema,"
 								  " source_table, capture_instance, staging_schema,"
 								  " staging_table, snapshot_mode, on_retention_overrun,"
-								  " snapshot_filter, partition_interval, retention, spatial_postgis)"
-								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING table_id",
-								  12, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
+								  " snapshot_filter, partition_interval, retention, spatial_postgis,"
+								  " include_columns, exclude_columns, update_before)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+								  " $13, $14, $15) RETURNING table_id",
+								  15, types, args, nulls, false, 0) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "could not insert into mssql_cdc.tables");
 		table_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],

@@ -31,6 +31,7 @@
 
 #include "api_common.h"
 #include "catalog.h"
+#include "column_selection_alter.h"
 #include "options.h"
 #include "source_name.h"
 #include "snapshot_filter.h"
@@ -43,28 +44,39 @@ PG_FUNCTION_INFO_V1(mssql_cdc_alter_table);
 #define ARG_SNAPSHOT_FILTER			3
 #define ARG_PARTITION_INTERVAL		4
 #define ARG_RETENTION				5
-#define ALTER_TABLE_NARGS			6
+#define ARG_INCLUDE_COLUMNS			6
+#define ARG_EXCLUDE_COLUMNS			7
+#define ARG_UPDATE_BEFORE			8
+/* table_id and at most one SQL argument per setting */
+#define ALTER_TABLE_NARGS			12
 
 /* The table's current settings that the checks depend on */
 typedef struct TableRow
 {
 	char	   *source_schema;
 	char	   *source_table;
+	char	   *capture_instance;	/* NULL: the current one */
+	char	   *staging_schema;
+	char	   *staging_table;
 	MssqlSnapshotMode mode;
 	bool		partitioned;
 } TableRow;
 
+/*
+ * Read inside the write scope; the strings go to caller_cxt, the function's
+ * own context (SPI's, current inside the scope, is gone at SPI_finish).
+ */
 static void
-read_table_row(int32 table_id, TableRow *row)
+read_table_row(int32 table_id, TableRow *row, MemoryContext caller_cxt)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1];
-	MemoryContext caller_cxt = CurrentMemoryContext;
 	MemoryContext spi_cxt;
 
 	args[0] = Int32GetDatum(table_id);
 	if (SPI_execute_with_args("SELECT source_schema, source_table, snapshot_mode,"
-							  " partition_interval IS NOT NULL"
+							  " partition_interval IS NOT NULL, capture_instance,"
+							  " staging_schema, staging_table"
 							  " FROM mssql_cdc.tables WHERE table_id OPERATOR(pg_catalog.=) $1",
 							  1, types, args, NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -76,6 +88,9 @@ read_table_row(int32 table_id, TableRow *row)
 													  SPI_tuptable->tupdesc, 3), &row->mode))
 		elog(ERROR, "unexpected snapshot_mode in mssql_cdc.tables");
 	row->partitioned = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4), "t") == 0;
+	row->capture_instance = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5);
+	row->staging_schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
+	row->staging_table = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
 	MemoryContextSwitchTo(spi_cxt);
 }
 
@@ -108,12 +123,15 @@ validate_filter_remotely(const char *server_name, Oid run_as_oid, const TableRow
 /*
  * mssql_cdc.alter_table(server name, source_table text,
  *                       on_retention_overrun text, snapshot_filter text,
- *                       partition_interval interval, retention interval) → void
+ *                       partition_interval interval, retention interval,
+ *                       include_columns text[], exclude_columns text[],
+ *                       update_before boolean) → void
  */
 Datum
 mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 {
 	Oid			caller = GetUserId();
+	MemoryContext fn_cxt = CurrentMemoryContext;
 	char	   *server_name;
 	char	   *run_as;
 	int32		table_id;
@@ -126,6 +144,9 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 	int			nargs = 1;
 	char	   *filter = NULL;
 	bool		filter_given = !PG_ARGISNULL(ARG_SNAPSHOT_FILTER);
+	ColumnSelection selection;
+	bool		selection_given;
+	MssqlSourceTable *src = NULL;
 	int			i;
 
 	for (i = ARG_ON_RETENTION_OVERRUN; i < PG_NARGS(); i++)
@@ -138,11 +159,18 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("alter_table needs a setting to change"),
-				 errhint("Name one or more of: on_retention_overrun, snapshot_filter, partition_interval, retention.")));
+				 errhint("Name one or more of: on_retention_overrun, snapshot_filter, partition_interval, retention, include_columns, exclude_columns, update_before.")));
 	}
+	/* argument checks that need no catalog: both lists, NULL elements ... */
+	column_selection_from_args(fcinfo, ARG_INCLUDE_COLUMNS, ARG_EXCLUDE_COLUMNS, &selection, NULL);
+	selection_given = !PG_ARGISNULL(ARG_INCLUDE_COLUMNS) || !PG_ARGISNULL(ARG_EXCLUDE_COLUMNS);
 
 	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, &run_as);
-	read_table_row(table_id, &row);
+	/* used after the write scope ends (SPI_finish frees SPI's memory) */
+	run_as = MemoryContextStrdup(fn_cxt, run_as);
+	read_table_row(table_id, &row, fn_cxt);
+	/* the same for the statement and its arguments built below */
+	MemoryContextSwitchTo(fn_cxt);
 
 	memset(nulls, ' ', sizeof(nulls));
 	initStringInfo(&set);
@@ -209,14 +237,48 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 			appendStringInfo(&set, ", retention = $%d", nargs);
 		}
 	}
+	if (selection_given)
+	{
+		/* '{}' drops the selection: every captured column again */
+		types[nargs] = TEXTARRAYOID;
+		args[nargs] = selection.include ? column_selection_array(selection.include) : (Datum) 0;
+		nulls[nargs] = selection.include ? ' ' : 'n';
+		nargs++;
+		appendStringInfo(&set, ", include_columns = $%d", nargs);
+		types[nargs] = TEXTARRAYOID;
+		args[nargs] = selection.exclude ? column_selection_array(selection.exclude) : (Datum) 0;
+		nulls[nargs] = selection.exclude ? ' ' : 'n';
+		nargs++;
+		appendStringInfo(&set, ", exclude_columns = $%d", nargs);
+	}
+	if (!PG_ARGISNULL(ARG_UPDATE_BEFORE))
+	{
+		types[nargs] = BOOLOID;
+		args[nargs++] = BoolGetDatum(PG_GETARG_BOOL(ARG_UPDATE_BEFORE));
+		appendStringInfo(&set, ", update_before = $%d", nargs);
+	}
 	api_end_catalog_write(&scope);
 
 	/* every local check passed: now SQL Server's (the server row stays locked) */
 	if (filter != NULL && filter[0] != '\0')
 		validate_filter_remotely(server_name, get_role_oid(run_as, false), &row, filter);
+	if (selection_given)
+	{
+		src = column_selection_describe(server_name, get_role_oid(run_as, false),
+										row.source_schema, row.source_table,
+										row.capture_instance, &selection);
+		/* names as SQL Server spells them */
+		for (i = 1; i < nargs; i++)
+			if (types[i] == TEXTARRAYOID && nulls[i] != 'n')
+				args[i] = column_selection_array(selection.include ? selection.include :
+												 selection.exclude);
+	}
 
 	api_begin_catalog_write(&scope);
 	(void) api_lock_table_for_change(table_id);
+	if (src != NULL)
+		(void) column_selection_extend_staging(src, row.staging_schema, row.staging_table,
+											   get_role_oid(run_as, false));
 	if (SPI_execute_with_args(psprintf("UPDATE mssql_cdc.tables SET %s"
 									   " WHERE table_id OPERATOR(pg_catalog.=) $1",
 									   set.data + 2),

@@ -472,7 +472,8 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
-	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols, from, to);
+	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols,
+					  table->update_before, from, to);
 	while (tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);

@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 
 #include "capture_instance_switch.h"
+#include "column_selection.h"
 #include "source_name.h"
 #include "staging.h"
 
@@ -316,17 +317,6 @@ ci_check_staging(const MssqlCdcTable *table, const MssqlSourceTable *new_src,
 	return NULL;
 }
 
-static Datum
-text_array(List *names)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(names), 1));
-	ListCell   *lc;
-	int			n = 0;
-
-	foreach(lc, names)
-		elems[n++] = CStringGetTextDatum((const char *) lfirst(lc));
-	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
 
 static Datum
 lsn_text(const MssqlLsn *lsn)
@@ -368,8 +358,8 @@ ci_switch_commit(const MssqlCdcTable *table, const char *old_instance,
 		values[4] = lsn_text(&ci->start_lsn);
 	else
 		nulls[4] = 'n';
-	values[5] = text_array(added);
-	values[6] = text_array(diff->not_captured);
+	values[5] = column_selection_array(added);
+	values[6] = column_selection_array(diff->not_captured);
 
 	catalog_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)

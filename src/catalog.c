@@ -298,7 +298,8 @@ catalog_get_server_tables(const char *server_name)
 							  " s.snapshot_lsn, s.snapshot_last_key,"
 							  " coalesce(s.snapshot_rows, 0), t.on_retention_overrun,"
 							  " t.paused, t.snapshot_filter, t.settings_version,"
-							  " t.partition_interval IS NOT NULL, t.spatial_postgis"
+							  " t.partition_interval IS NOT NULL, t.spatial_postgis,"
+							  " t.include_columns, t.exclude_columns, t.update_before"
 							  " FROM mssql_cdc.tables t"
 							  " LEFT JOIN mssql_cdc.table_state s"
 							  " ON s.table_id OPERATOR(pg_catalog.=) t.table_id"
@@ -341,6 +342,9 @@ catalog_get_server_tables(const char *server_name)
 		t->settings_version = DatumGetInt64(SPI_getbinval(tuple, desc, 17, &isnull));
 		t->partitioned = DatumGetBool(SPI_getbinval(tuple, desc, 18, &isnull));
 		t->spatial_postgis = DatumGetBool(SPI_getbinval(tuple, desc, 19, &isnull));
+		t->include_columns = spi_text_array(tuple, desc, 20, caller_cxt);
+		t->exclude_columns = spi_text_array(tuple, desc, 21, caller_cxt);
+		t->update_before = DatumGetBool(SPI_getbinval(tuple, desc, 22, &isnull));
 
 		old = MemoryContextSwitchTo(caller_cxt);
 		result = lappend(result, t);

@@ -12,6 +12,11 @@
  * held before that update; NULL sorts first like 0, so ISNULL(…, 0) keeps the
  * staging key in the order the query returns.
  *
+ * Without before-images (tables.update_before false) the update_before
+ * rows are not read at all: __$operation 3 is filtered on the server, and
+ * the change function is asked for N'all' (one row per update, the after
+ * image) instead of N'all update old'.
+ *
  * Reference: sqlserver-cdc.md §3, real-server-behaviour.md §1; page
  * "cdc.<capture_instance>_CT" (MicrosoftDocs/sql-docs,
  * docs/relational-databases/system-tables/cdc-capture-instance-ct-transact-sql.md).
@@ -35,7 +40,8 @@
 void
 cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 				  const char *server_zone, const char *capture_instance,
-				  List *columns, const MssqlLsn *from, const MssqlLsn *to)
+				  List *columns, bool update_before,
+				  const MssqlLsn *from, const MssqlLsn *to)
 {
 	StringInfoData sql;
 	ListCell   *lc;
@@ -59,17 +65,18 @@ cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 		appendStringInfo(&sql, " FROM cdc.%s AS c WITH (NOLOCK)",
 						 tds_quote_ident(psprintf("%s_CT", capture_instance)));
 	else
-		appendStringInfo(&sql, " FROM cdc.%s(%s, %s, N'all update old') AS c",
+		appendStringInfo(&sql, " FROM cdc.%s(%s, %s, %s) AS c",
 						 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", capture_instance)),
-						 from_lit, to_lit);
+						 from_lit, to_lit, update_before ? "N'all update old'" : "N'all'");
 	/* every change row has its transaction's mapping row; LEFT: never drop one */
 	appendStringInfoString(&sql, " LEFT OUTER JOIN cdc.lsn_time_mapping AS m"
 						   " ON m.start_lsn = c.[__$start_lsn]");
 	if (mode == MSSQL_QUERY_DIRECT)
 		appendStringInfo(&sql,
-						 " WHERE c.[__$start_lsn] >= %s AND c.[__$start_lsn] <= %s"
+						 " WHERE c.[__$start_lsn] >= %s AND c.[__$start_lsn] <= %s%s"
 						 " ORDER BY c.[__$start_lsn], c.[__$command_id], c.[__$seqval], c.[__$operation]",
-						 from_lit, to_lit);
+						 from_lit, to_lit,
+						 update_before ? "" : " AND c.[__$operation] <> 3");
 	else
 		appendStringInfoString(&sql,
 							   " ORDER BY c.[__$start_lsn], c.[__$seqval], c.[__$operation]");

@@ -26,6 +26,7 @@
 #include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
+#include "column_selection.h"
 #include "compat.h"
 #include "options.h"
 #include "source_name.h"
@@ -99,6 +100,7 @@ mssql_cdc_describe_source(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MssqlSourceTable *src;
+	ColumnSelection sel;
 	int			i;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -108,13 +110,16 @@ mssql_cdc_describe_source(PG_FUNCTION_ARGS)
 	src = describe_for_caller(NameStr(*PG_GETARG_NAME(0)),
 							  text_to_cstring(PG_GETARG_TEXT_PP(1)),
 							  text_arg_or_null(fcinfo, 2));
+	/* a captured table: as its column selection stages it */
+	if (column_selection_of_table(src->server_name, src->schema, src->table, &sel))
+		column_selection_apply(src, &sel);
 
 	compat_init_materialized_srf(fcinfo);
 	for (i = 0; i < src->ncolumns; i++)
 	{
 		const MssqlColumn *col = &src->columns[i];
-		Datum		values[8];
-		bool		nulls[8] = {false, false, false, false, false, false, false, false};
+		Datum		values[9];
+		bool		nulls[9] = {false, false, false, false, false, false, false, false, false};
 
 		values[0] = CStringGetTextDatum(col->name);
 		values[2] = CStringGetTextDatum(mssql_type_display(col));
@@ -124,6 +129,7 @@ mssql_cdc_describe_source(PG_FUNCTION_ARGS)
 		else
 			nulls[5] = true;
 		values[6] = BoolGetDatum(col->captured);
+		values[8] = BoolGetDatum(col->excluded);
 		if (source_column_is_staged(col))
 		{
 			char	   *pg_type;

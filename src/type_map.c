@@ -295,7 +295,7 @@ postgis_type_sql(const char *type_name)
 bool
 source_column_is_staged(const MssqlColumn *col)
 {
-	return col->captured && !col->is_computed;
+	return col->captured && !col->is_computed && !col->excluded;
 }
 
 void

@@ -17,6 +17,7 @@
 
 #include "apply.h"
 #include "catalog.h"
+#include "column_selection.h"
 #include "error_condition.h"
 #include "source_schema.h"
 
@@ -30,6 +31,23 @@ typedef struct DescribedTable
 } DescribedTable;
 
 static List *described_tables = NIL;
+
+/*
+ * Mark the columns the table's selection leaves out (they get no staging
+ * column and are not read from SQL Server).  Applied to every description
+ * the worker hands out, the cached ones too: alter_table may have changed
+ * the selection since (the unit that reads the settings it was planned
+ * with runs with them, table_settings.h).
+ */
+static void
+apply_selection(const MssqlCdcTable *table, MssqlSourceTable *src)
+{
+	ColumnSelection sel;
+
+	sel.include = table->include_columns;
+	sel.exclude = table->exclude_columns;
+	column_selection_apply(src, &sel);
+}
 
 /* A new connection describes every table again. */
 void
@@ -119,6 +137,7 @@ worker_describe_ci(const MssqlCdcTable *table, const char *ci)
 		src = source_schema_describe(worker_session, table->source_schema, table->source_table, ci);
 		/* the spatial mapping the staging table was created with */
 		mssql_columns_set_postgis(src->columns, src->ncolumns, table->spatial_postgis);
+		apply_selection(table, src);
 	}
 	PG_CATCH();
 	{
@@ -279,7 +298,10 @@ worker_describe_source(const MssqlCdcTable *table)
 			(!worker_source_cdc.known ||
 			 ci_still_listed(&worker_source_cdc, d->src->schema, d->src->table,
 							 d->src->capture_instance)))
+		{
+			apply_selection(table, d->src);
 			return d->src;
+		}
 	}
 	if (!adopt_capture_instance_for_snapshot(table, &src))
 		src = worker_describe_ci(table, table->capture_instance);
