@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Dict
 
 KINDS = ("prelogin", "login", "sql_batch", "rpc", "transaction_manager", "attention", "other")
-PREFIX_CHARS = 48        # how much of a request's text names it in by_prefix
+PREFIX_CHARS = 80        # how much of a request's text names it in by_prefix
 MAX_CLOSED = 1000        # ended sessions kept for `requests`
 MAX_PREFIXES = 256       # distinct prefixes kept per session (the rest: "<other>")
 
