@@ -197,6 +197,9 @@ def render(report):
         lines.append(worker_line("latency", lat))
     for name, r in (tls or {}).items():
         lines.append(worker_line(name, r))
+    for ms, res in report.get("rtt", {}).items():
+        for phase in ("snapshot", "streaming"):
+            lines.append(worker_line("%s at %s ms RTT" % (phase, ms), res[phase]["mssql_cdc"]))
     return "\n".join(lines) + "\n"
 
 
