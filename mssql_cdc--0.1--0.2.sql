@@ -186,7 +186,9 @@ REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;
 -- TLS (issue 17): worker_state() gets encrypted and certificate_validated
 -- (how the worker's open connection to SQL Server is protected), and
 -- mssql_cdc.status shows them as its last two columns.  A function's OUT
--- columns cannot be changed in place, and the view depends on it.
+-- columns cannot be changed in place, and the view depends on it.  Round
+-- trips (issue 16): it also gets requests_sent, windows and snapshot_chunks
+-- at the end (the view does not show them).
 -- ---------------------------------------------------------------------------
 DROP VIEW mssql_cdc.status;
 DROP FUNCTION mssql_cdc.worker_state();
@@ -203,7 +205,10 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT lag_base_lsn mssql_cdc.lsn,
 	OUT lag_transactions bigint,
 	OUT encrypted boolean,
-	OUT certificate_validated boolean)
+	OUT certificate_validated boolean,
+	OUT requests_sent bigint,
+	OUT windows bigint,
+	OUT snapshot_chunks bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -214,7 +219,8 @@ COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
 'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
 'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
-'validated (NULL while it has none)';
+'validated (NULL while it has none), and the round trips of its current or last run: requests '
+'sent to SQL Server, windows (polls) and snapshot chunks';
 
 CREATE VIEW mssql_cdc.status AS
 SELECT

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from benchlib import phases as P            # noqa: E402
 from benchlib import report as R            # noqa: E402
+from benchlib import rtt as RTT             # noqa: E402
 from benchlib import tables as TB           # noqa: E402
 from benchlib.contenders import RawServe    # noqa: E402
 from benchlib.servers import SA_PASSWORD, Postgres, StandIn   # noqa: E402
@@ -41,7 +42,7 @@ PG_SETTINGS = {
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows per table and changes per backlog")
-    ap.add_argument("--only", choices=("snapshot", "streaming", "latency", "tls"), action="append",
+    ap.add_argument("--only", choices=("snapshot", "streaming", "latency", "tls", "rtt"), action="append",
                     help="run only this phase (repeatable)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, every path exercised, no claims")
     ap.add_argument("--latency-seconds", type=float, default=30, help="length of the steady insert stream")
@@ -52,6 +53,9 @@ def parse_args():
                     help="snapshot only this table (repeatable; default both)")
     ap.add_argument("--chunk-rows", type=int, default=CHUNK_ROWS,
                     help="mssql_cdc.snapshot_chunk_rows (default %d, the extension's default)" % CHUNK_ROWS)
+    ap.add_argument("--rtt-ms", metavar="LIST", type=RTT.parse_list, default=None,
+                    help="simulated network round trips (ms, comma separated) of the rtt phase: snapshot and "
+                         "streaming next to freebcp→COPY at each (default 0,1,10; --smoke: 0,10)")
     ap.add_argument("--tds-log", action="store_true",
                     help="keep the stand-in's statement log (workdir/tds.log): what each contender sent")
     ap.add_argument("--out", help="report path (.md; a .json is written next to it)")
@@ -61,8 +65,11 @@ def parse_args():
         a.rows = min(a.rows, 2000)
         a.large_txn_rows = min(a.large_txn_rows, 1000)
         a.latency_seconds = min(a.latency_seconds, 3)
-    # tls last: it adds the workers of two more foreign servers
-    a.phases = a.only or ["snapshot", "streaming", "latency", "tls"]
+    if a.rtt_ms is None:
+        a.rtt_ms = [0, 10] if a.smoke else [0, 1, 10]
+    # tls and rtt last: they add the workers of more foreign servers (rtt
+    # pauses the others first)
+    a.phases = a.only or ["snapshot", "streaming", "latency", "tls", "rtt"]
     PG_SETTINGS["mssql_cdc.poll_interval"] = "'%dms'" % a.poll_ms
     PG_SETTINGS["mssql_cdc.snapshot_chunk_rows"] = str(a.chunk_rows)
     return a
@@ -132,7 +139,7 @@ def main():
             shown.append(arg)
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
                          "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
-                         "small_txn_rows": a.small_txn_rows,
+                         "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
@@ -163,6 +170,9 @@ def main():
             print("== TLS: snapshot and streaming, plain text and TLS back to back", flush=True)
             si.offer_tls(True)
             report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows, a.chunk_rows)
+        if "rtt" in a.phases:
+            print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
+            report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

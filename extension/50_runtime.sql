@@ -16,7 +16,10 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT lag_base_lsn mssql_cdc.lsn,
 	OUT lag_transactions bigint,
 	OUT encrypted boolean,
-	OUT certificate_validated boolean)
+	OUT certificate_validated boolean,
+	OUT requests_sent bigint,
+	OUT windows bigint,
+	OUT snapshot_chunks bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -27,7 +30,8 @@ COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'source''s max LSN and its time as last seen, the last poll, the retry schedule, and how many '
 'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
 'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
-'validated (NULL while it has none)';
+'validated (NULL while it has none), and the round trips of its current or last run: requests '
+'sent to SQL Server, windows (polls) and snapshot chunks';
 
 CREATE FUNCTION mssql_cdc.launcher_pid()
 RETURNS integer

@@ -77,6 +77,9 @@ typedef struct MssqlCdcSlotState
 	bool		connected;		/* the worker has a session open; then: */
 	bool		connection_encrypted;	/* the whole session is in TLS */
 	bool		certificate_validated;	/* and SQL Server's certificate was checked */
+	int64		requests_sent;	/* requests sent to SQL Server by this run */
+	int64		windows;		/* polls (windows) of this run */
+	int64		snapshot_chunks;	/* snapshot chunks read by this run */
 	int			consecutive_failures;
 	TimestampTz next_attempt_at;	/* 0 = may start now */
 	TimestampTz crashed_at;		/* 0 = no failure recorded */
@@ -150,7 +153,10 @@ extern void cdc_slot_attach(int index, uint32 generation);
 
 extern void cdc_slot_report_phase(MssqlCdcPhase phase);
 
-/* After each poll of the source: its max LSN (NULL if unknown) and time. */
+/*
+ * After each poll of the source: its max LSN (NULL if unknown) and time.
+ * Each poll is one window (worker_state().windows).
+ */
 extern void cdc_slot_report_poll(const MssqlLsn *source_max_lsn,
 								 TimestampTz source_max_lsn_time);
 
@@ -169,6 +175,14 @@ extern void cdc_slot_report_lag(const MssqlLsn *base_lsn, int64 transactions);
  */
 extern void cdc_slot_report_connection(bool connected, bool encrypted,
 									   bool certificate_validated);
+
+/*
+ * Round trips: a request sent to SQL Server (any session of this process;
+ * a no-op outside a worker) and a snapshot chunk read.  Shown by
+ * worker_state() as requests_sent and snapshot_chunks, per worker run.
+ */
+extern void cdc_slot_count_request(void);
+extern void cdc_slot_count_chunk(void);
 
 /* After a committed batch: the failure streak is over. */
 extern void cdc_slot_report_success(void);

@@ -64,6 +64,10 @@ typedef struct MssqlCdcSlot
 	bool		connected;
 	bool		connection_encrypted;
 	bool		certificate_validated;
+	/* round trips of this run (cdc_slot_count_request, _poll, _chunk) */
+	int64		requests_sent;
+	int64		windows;
+	int64		snapshot_chunks;
 } MssqlCdcSlot;
 
 typedef struct MssqlCdcControl
@@ -337,6 +341,9 @@ cdc_slot_copy(int index, MssqlCdcSlotState *out)
 	out->connected = slot->connected;
 	out->connection_encrypted = slot->connection_encrypted;
 	out->certificate_validated = slot->certificate_validated;
+	out->requests_sent = slot->requests_sent;
+	out->windows = slot->windows;
+	out->snapshot_chunks = slot->snapshot_chunks;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -372,6 +379,9 @@ cdc_slot_reset_progress(MssqlCdcSlot *slot, MssqlCdcPhase phase)
 	slot->has_lag = false;
 	slot->lag_transactions = 0;
 	slot->connected = false;
+	slot->requests_sent = 0;
+	slot->windows = 0;
+	slot->snapshot_chunks = 0;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -622,6 +632,7 @@ cdc_slot_report_poll(const MssqlLsn *source_max_lsn,
 
 	SpinLockAcquire(&slot->mutex);
 	slot->last_poll_at = now;
+	slot->windows++;			/* one poll is one window */
 	if (source_max_lsn)
 	{
 		slot->has_source_max_lsn = true;
@@ -652,6 +663,35 @@ cdc_slot_report_connection(bool connected, bool encrypted, bool certificate_vali
 	slot->connected = connected;
 	slot->connection_encrypted = connected && encrypted;
 	slot->certificate_validated = connected && certificate_validated;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * A request (SQL batch) the worker sent to SQL Server: one network round
+ * trip.  tds_session.c calls it for every session; only a worker attached
+ * to a slot counts (a backend's sessions, for add_table's checks, do not).
+ */
+void
+cdc_slot_count_request(void)
+{
+	MssqlCdcSlot *slot;
+
+	if (MySlotIndex < 0 || CdcControl == NULL)
+		return;
+	slot = &CdcControl->slots[MySlotIndex];
+	SpinLockAcquire(&slot->mutex);
+	slot->requests_sent++;
+	SpinLockRelease(&slot->mutex);
+}
+
+/* A snapshot chunk the worker read (worker_snapshot.c). */
+void
+cdc_slot_count_chunk(void)
+{
+	MssqlCdcSlot *slot = cdc_my_slot();
+
+	SpinLockAcquire(&slot->mutex);
+	slot->snapshot_chunks++;
 	SpinLockRelease(&slot->mutex);
 }
 

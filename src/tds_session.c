@@ -56,6 +56,7 @@
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
+#include "shmem.h"
 #include "tds_session_internal.h"
 
 static bool tds_initialized = false;
@@ -440,6 +441,7 @@ exec_internal(TdsSession *session, const char *sql, bool tolerate_remote)
 	session->results_pending = true;
 	/* tds_after_call reads what a silent failure left in errno */
 	errno = 0;
+	cdc_slot_count_request();	/* one round trip (worker_state().requests_sent) */
 	rc = dbsqlexec(session->dbproc);
 	return tds_after_call(session, rc == FAIL, "running a query", tolerate_remote);
 }

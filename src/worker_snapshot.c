@@ -144,6 +144,7 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 	}
 	done = snapshot_copy_chunk(worker_session, table, src, worker_args.run_as,
 							   &worker_snapshot_isolation, &rows);
+	cdc_slot_count_chunk();
 	worker_end_failure_streak(server);
 	worker_commit_xact();
 	cdc_slot_report_success();

@@ -26,7 +26,7 @@
 #include "lsn.h"
 #include "shmem.h"
 
-#define WORKER_STATE_COLUMNS	12
+#define WORKER_STATE_COLUMNS	15
 
 PG_FUNCTION_INFO_V1(mssql_cdc_worker_state);
 PG_FUNCTION_INFO_V1(mssql_cdc_launcher_pid);
@@ -44,7 +44,8 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
  *		OUT source_max_lsn_time timestamptz, OUT last_poll_at timestamptz,
  *		OUT consecutive_failures integer, OUT next_attempt_at timestamptz,
  *		OUT lag_base_lsn mssql_cdc.lsn, OUT lag_transactions bigint,
- *		OUT encrypted boolean, OUT certificate_validated boolean)
+ *		OUT encrypted boolean, OUT certificate_validated boolean,
+ *		OUT requests_sent bigint, OUT windows bigint, OUT snapshot_chunks bigint)
  *
  * The slots are copied under their locks first and turned into tuples
  * afterwards, so no lock is held while allocating.
@@ -107,6 +108,11 @@ mssql_cdc_worker_state(PG_FUNCTION_ARGS)
 		values[10] = BoolGetDatum(slot->connection_encrypted);
 		values[11] = BoolGetDatum(slot->certificate_validated);
 		nulls[10] = nulls[11] = !slot->connected || slot->pid == 0;
+
+		/* round trips of the current (or last) run */
+		values[12] = Int64GetDatum(slot->requests_sent);
+		values[13] = Int64GetDatum(slot->windows);
+		values[14] = Int64GetDatum(slot->snapshot_chunks);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

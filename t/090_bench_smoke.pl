@@ -1,6 +1,7 @@
 # bench/run --smoke: every contender of the benchmark (stand-in raw serve,
 # freebcp→COPY, tds_fdw, mssql_cdc snapshot and streaming, the latency
-# poller, mssql_cdc in plain text and over TLS) runs on tiny tables and
+# poller, mssql_cdc in plain text and over TLS, snapshot and streaming at a
+# simulated round trip of 0 and 10 ms) runs on tiny tables and
 # copies the same rows.  Not a timed test:
 # it checks row counts and that each figure is a number, so the benchmark
 # cannot rot between the runs that produce bench/results.
@@ -25,7 +26,7 @@ my $root = "$FindBin::RealBin/..";
 my $out = PostgreSQL::Test::Utils::tempdir() . '/smoke.md';
 my ($stdout, $stderr) = ('', '');
 my $ok = IPC::Run::run([ "$root/bench/run", '--smoke', '--out', $out ],
-	'>', \$stdout, '2>', \$stderr, IPC::Run::timeout(180));
+	'>', \$stdout, '2>', \$stderr, IPC::Run::timeout(300));
 ok($ok, 'bench/run --smoke succeeded') or diag "stdout:\n$stdout\nstderr:\n$stderr";
 
 my $report = eval {
@@ -89,6 +90,47 @@ for my $name (sort keys %$tls)
 	is($tls->{$name}{encrypted}, $name =~ /plain text/ ? 'f' : 't',
 		"TLS phase, $name: status shows the connection " . ($name =~ /plain text/ ? 'unencrypted' : 'encrypted'));
 }
+
+# the simulated network round trip: snapshot and streaming at 0 and 10 ms,
+# next to freebcp→COPY at the same delay, with the worker's requests counted
+my $rtt = $report->{rtt} // {};
+is_deeply([ sort keys %$rtt ], [ '0', '10' ], 'RTT phase at 0 and 10 ms');
+for my $ms (sort keys %$rtt)
+{
+	my $small = $report->{config}{small_txn_rows};
+	for my $phase (qw(snapshot streaming))
+	{
+		my $res = $rtt->{$ms}{$phase};
+		my $expected = $phase eq 'snapshot' ? $rows : $rows - $rows % $small;
+		check_contenders("RTT $ms ms, $phase", $res, $expected);
+		my ($key, $per) = $phase eq 'snapshot'
+		  ? ('chunks', 'requests_per_chunk') : ('windows', 'requests_per_window');
+		cmp_ok($res->{'mssql_cdc'}{$key}, '>', 0, "RTT $ms ms, $phase: the worker's $key were counted");
+		cmp_ok($res->{'mssql_cdc'}{requests}, '>=', $res->{'mssql_cdc'}{$key},
+			"RTT $ms ms, $phase: requests counted");
+		like($res->{'mssql_cdc'}{$per}, $number, "RTT $ms ms, $phase: $per is a number");
+		# the worker's own counters (worker_state()) and the stand-in's agree
+		# (one request may be in flight while they are read); in the snapshot
+		# the stand-in also counts add_table's checks, made by the backend
+		# with the server's application_name
+		my $diff = $res->{'mssql_cdc'}{standin_requests} - $res->{'mssql_cdc'}{requests};
+		if ($phase eq 'snapshot')
+		{
+			cmp_ok($diff, '>=', 0, "RTT $ms ms, snapshot: the stand-in saw every request the worker counted");
+		}
+		else
+		{
+			cmp_ok(abs($diff), '<=', 2,
+				"RTT $ms ms, streaming: worker_state().requests_sent matches the stand-in's count");
+		}
+		cmp_ok($res->{'mssql_cdc'}{"standin_$key"}, '>', 0, "RTT $ms ms, $phase: the stand-in saw the $key");
+	}
+}
+# a streaming window at 10 ms cannot be faster than its round trips
+cmp_ok($rtt->{10}{streaming}{'mssql_cdc'}{seconds}, '>=',
+	0.010 * $rtt->{10}{streaming}{'mssql_cdc'}{requests} * 0.9,
+	'RTT 10 ms: the worker waited for each of its requests')
+  if $rtt->{10};
 
 my $lat = $report->{latency};
 ok($lat, 'latency measured');

@@ -138,19 +138,24 @@ def wait_until(pg, source_table, done, timeout, poll=0.05, server="src"):
         time.sleep(poll)
 
 
-def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200, server="src"):
+def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200, server="src", staging_table=None,
+                       on_done=None):
     """mssql_cdc's initial snapshot: add_table, then the time until the
-    table streams (every chunk committed and the handoff done)."""
+    table streams (every chunk committed and the handoff done); on_done's
+    result, called right then, is merged into the result."""
     t0 = time.time()
-    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'initial')" % (server, source_table))
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'initial'%s)"
+            % (server, source_table, "" if staging_table is None else ", staging_table => '%s'" % staging_table))
     pid = worker_pid(pg, server=server)
     from .procstat import Sampler
     sampler = Sampler(pid)
     source = Sampler(standin_pid)
     wait_until(pg, source_table, lambda state, applied, snap: state == "streaming", timeout, server=server)
     seconds = time.time() - t0
+    done = on_done() if on_done is not None else {}
     usage = sampler.stop()
     usage["standin_cpu_s"] = source.stop()["cpu_s"]
+    usage.update(done)
     staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
                       % (source_table, server))
     copied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'snapshot'" % staging))

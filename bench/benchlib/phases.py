@@ -160,16 +160,21 @@ END""" % (rows // txn_rows, name, TB.column_list(TB.NARROW), TB.column_list(TB.N
             timeout=7200)
 
 
-def catch_up(si, pg, name, rows, txn_rows, server="src"):
+def catch_up(si, pg, name, rows, txn_rows, server="src", on_start=None, on_done=None):
     """Capture frozen, a backlog of `rows` changes is written; the capture
     job then publishes it at once (timed separately: that is the stand-in's
-    work), and mssql_cdc is timed from there until it applied every row."""
+    work), and mssql_cdc is timed from there until it applied every row
+    (on_start and on_done, if given, are called just before the capture job
+    publishes and as soon as the last row is applied; on_done's result is
+    merged into the result)."""
     si.ctl("capture_freeze")
     t0 = time.time()
     generate_backlog(si, name, rows, txn_rows)
     gen_s = time.time() - t0
     pid = C.worker_pid(pg, server=server)
     base = C.status(pg, name, server)[1]
+    if on_start is not None:
+        on_start()
     t0 = time.time()
     si.ctl("capture_now")
     capture_s = time.time() - t0
@@ -178,8 +183,10 @@ def catch_up(si, pg, name, rows, txn_rows, server="src"):
     t0 = time.time()
     C.wait_until(pg, name, lambda state, applied, snap: applied - base >= rows, 7200, server=server)
     seconds = time.time() - t0
+    done = on_done() if on_done is not None else {}
     usage = sampler.stop()
     usage["standin_cpu_s"] = source.stop()["cpu_s"]
+    usage.update(done)
     si.ctl("capture_resume")
     staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
                       % (name, server))

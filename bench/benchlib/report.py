@@ -64,10 +64,41 @@ def targets(report, poll_ms):
     if lat:
         row("latency p99 ≤ poll interval + 100 ms (%d ms)" % (poll_ms + 100), lat["p99_ms"],
             lat["p99_ms"] <= poll_ms + 100, " ms")
+    for ms, res in report.get("rtt", {}).items():
+        if float(ms) < 10:
+            continue
+        for phase in ("snapshot", "streaming"):
+            v = rtt_ratio(res[phase])
+            row("%s at %s ms RTT ≥ 0.8× freebcp→COPY at %s ms" % (phase, ms, ms), v, v is not None and v >= 0.8, "×")
     peaks = [r["peak_rss_anon_mb"] for r in worker_results(report) if r.get("peak_rss_anon_mb")]
     if peaks:
         row("worker private RSS < 100 MB (every phase)", max(peaks), max(peaks) < 100, " MB")
     return out + [""]
+
+
+def rtt_ratio(res):
+    return rate(res["mssql_cdc"]) / rate(res["freebcp→COPY"]) if rate(res["freebcp→COPY"]) else None
+
+
+def rtt_table(results, cfg):
+    """Rows/s at each simulated round trip, and the worker's requests."""
+    lines = ["### Simulated network round trip (stand-in `--rtt-ms`)", "",
+             "Snapshot: the narrow table; streaming: a backlog of %d-row transactions. Requests: what the "
+             "worker sent while it was timed, and its snapshot chunks and windows (polls) in that span, "
+             "from its own counters (`mssql_cdc.worker_state()`); the stand-in's count of requests with the worker's application name is "
+             "shown as a cross-check (for the snapshot it includes add_table's checks)." % cfg["small_txn_rows"], "",
+             "| RTT | phase | rows | mssql_cdc rows/s | freebcp→COPY rows/s | × freebcp→COPY | requests "
+             "| chunks / windows | requests per chunk / window | stand-in counted |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for ms, res in results.items():
+        for phase, key, per in (("snapshot", "chunks", "requests_per_chunk"),
+                                ("streaming", "windows", "requests_per_window")):
+            r, b = res[phase]["mssql_cdc"], res[phase]["freebcp→COPY"]
+            v = rtt_ratio(res[phase])
+            lines.append("| %s ms | %s | %d | %s | %s | %s | %d | %d | %s | %d |" % (
+                ms, phase, r["rows"], fmt_rate(r), fmt_rate(b), "–" if v is None else "%.2f" % v,
+                r["requests"], r[key], "–" if r.get(per) is None else "%.1f" % r[per], r["standin_requests"]))
+    return lines + [""]
 
 
 def tls_table(results):
@@ -98,6 +129,8 @@ def worker_results(report):
             out.append(res["mssql_cdc streaming (function)"])
     if report.get("latency"):
         out.append(report["latency"])
+    for res in report.get("rtt", {}).values():
+        out.extend(res[p]["mssql_cdc"] for p in ("snapshot", "streaming"))
     return out
 
 
@@ -149,6 +182,8 @@ def render(report):
     tls = report.get("tls")
     if tls:
         lines += tls_table(tls)
+    if report.get("rtt"):
+        lines += rtt_table(report["rtt"], cfg)
     lines += ["### Worker memory and CPU", "",
               "| phase | worker peak private RSS (RssAnon) MB | worker VmHWM MB | worker CPU s per 1M rows "
               "| worker CPU busy | stand-in CPU busy |", "|---|---:|---:|---:|---:|---:|"]
@@ -162,6 +197,9 @@ def render(report):
         lines.append(worker_line("latency", lat))
     for name, r in (tls or {}).items():
         lines.append(worker_line(name, r))
+    for ms, res in report.get("rtt", {}).items():
+        for phase in ("snapshot", "streaming"):
+            lines.append(worker_line("%s at %s ms RTT" % (phase, ms), res[phase]["mssql_cdc"]))
     return "\n".join(lines) + "\n"
 
 

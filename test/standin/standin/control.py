@@ -149,6 +149,19 @@ class Controller:
                 raise ControlError(str(exc)) from exc
             self.server.log.write(0, "control", cmd=cmd, args=args)
             return {"tls": self.server.tls.describe()}
+        if cmd == "rtt":
+            # the simulated network round trip (tds/round_trips.py), for
+            # every response from now on
+            if args.get("ms") is not None:
+                self.server.round_trips.set_rtt(args["ms"])
+            self.server.log.write(0, "control", cmd=cmd, args=args)
+            return {"rtt_ms": self.server.round_trips.rtt_ms}
+        if cmd == "requests":
+            # messages per session and in total; reset=true zeroes them after reading
+            out = self.server.round_trips.describe()
+            if _flag(args.get("reset")):
+                self.server.round_trips.reset()
+            return out
         if cmd == "shutdown":
             # acted on after the reply is written (see _Handler), so the
             # caller always gets its {"ok": true}

@@ -30,6 +30,7 @@ from .login7 import TDS74, parse_login7
 from .prelogin import OPT_ENCRYPTION, build_prelogin_reply, parse_prelogin
 from .prepared import PreparedStatements, is_prepared_proc
 from .response import Cancelled, Killed, Response
+from .round_trips import RoundTrips
 from .statement_log import StatementLog
 
 INITIAL_PACKET_SIZE = 4096
@@ -50,8 +51,10 @@ class StandinServer:
                  server_name: str = "STANDIN", statement_log: Optional[StatementLog] = None,
                  faults: Optional[FaultRegistry] = None, default_textsize: Optional[int] = None,
                  tls: Optional[TLS.TlsConfig] = None,
-                 kill_notice: str = "done_error"):
+                 kill_notice: str = "done_error", rtt_ms: float = 0.0):
         self.engine = engine
+        # simulated network round trip and request counters (round_trips.py)
+        self.round_trips = RoundTrips(rtt_ms)
         # certificate and ENCRYPTION setting (no TLS unless given one)
         self.tls = tls or TLS.TlsConfig()
         if kill_notice not in KILL_NOTICES:
@@ -303,6 +306,7 @@ class Connection:
                 except Exception as exc:
                     self.log("internal_error", error="close_session: %r" % (exc,))
             self.server.forget(self)
+            self.server.round_trips.end_session(self.spid)
             self.log("disconnect", reason=reason, bytes_sent=self.writer.bytes_sent)
 
     def _read_message(self):
@@ -322,6 +326,7 @@ class Connection:
             self.log("fault", fault="stall", phase="login", seconds=stall.params.get("seconds"))
             self.sleep_interruptible(float(stall.params.get("seconds", 0)))
         if ptype == P.PT_PRELOGIN:
+            self._round_trip("prelogin")
             try:
                 options = parse_prelogin(payload)
             except ValueError as exc:
@@ -351,6 +356,7 @@ class Connection:
             self.log("login_error", error=str(exc))
             return False
         self.login = login
+        self._round_trip("login", app=login.app_name)
         self.tds_version = min(login.tds_version, TDS74) if login.tds_version >= 0x70000000 else TDS74
         faults = self.server.faults
         if faults.refuse_logins:
@@ -472,6 +478,7 @@ class Connection:
                 raise P.ConnectionClosed("client closed")
             ptype, status, payload = item
             if ptype == "attention":
+                self._round_trip("attention")
                 if status > self._acked_upto:
                     # its request had already answered (or had not started)
                     self._ack_attention(status)
@@ -504,14 +511,23 @@ class Connection:
         self.log("attention_ack")
 
     # --- requests ----------------------------------------------------------
+    def _round_trip(self, kind: str, text: str = "", app=None) -> None:
+        """Count a client message and hold its response for the simulated
+        network round trip (round_trips.py)."""
+        self.server.round_trips.count(self.spid, kind, text, app)
+        self.server.round_trips.wait(self.closed)
+
     def _handle(self, ptype: int, status: int, payload: bytes) -> None:
         w = self.writer
+        kind = {P.PT_SQL_BATCH: "sql_batch", P.PT_RPC: "rpc",
+                P.PT_TRANSACTION_MANAGER: "transaction_manager"}.get(ptype, "other")
+        self.request_text = self._request_text(ptype, payload)     # what faults with "match" see
+        self._round_trip(kind, self.request_text)
         if status & P.ST_IGNORE:
             self.log("ignored_request", packet_type=ptype)
             w.write(T.done(0, 0))
             w.end_message()
             return
-        self.request_text = self._request_text(ptype, payload)
         stall = self.take_fault(F.STALL, when=lambda f: f.params.get("after_rows") is None
                                 and f.params.get("phase") != "login")
         if stall is not None:

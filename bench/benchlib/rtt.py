@@ -1,0 +1,166 @@
+"""(5) What a SQL Server some milliseconds away costs (issue 16 point 1).
+
+The stand-in holds every response for a simulated network round trip
+(run-standin --rtt-ms, control `rtt`; test/standin/ENGINE.md "Network
+model").  At each delay: mssql_cdc's snapshot of the narrow table and its
+catch-up of a backlog of small transactions, each next to freebcp→COPY of
+the same rows at the same delay, and the requests the worker sent (the
+worker's counters in mssql_cdc.worker_state(): requests_sent, windows,
+snapshot_chunks; and, as a cross-check, the stand-in's control `requests`,
+the worker's session told by its application_name) per snapshot chunk and
+per window."""
+
+import time
+
+from . import contenders as C
+from . import phases as P
+from . import tables as TB
+from .servers import SA_PASSWORD
+
+# what starts a snapshot chunk (src/snapshot.c) and a window (its window-end
+# query, src/cdc_window.c) in the stand-in's by_prefix counts
+CHUNK_PREFIX = "BEGIN TRANSACTION; SELECT TOP ("
+WINDOW_PREFIX = "SELECT sys.fn_cdc_get_max_lsn(), "
+
+
+def parse_list(text):
+    out = []
+    for part in text.split(","):
+        v = float(part)
+        if not 0 <= v <= 1000:
+            raise ValueError("an RTT must be within 0..1000 ms, not %s" % part)
+        out.append(int(v) if v == int(v) else v)
+    return out
+
+
+def label(ms):
+    return ("%s" % ms).replace(".", "_")
+
+
+def create_server(pg, si, name):
+    pg.psql("CREATE SERVER %s FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
+            "database 'cdcdb', query_timeout '600', encryption 'off', application_name 'bench %s');"
+            "CREATE USER MAPPING FOR postgres SERVER %s OPTIONS (username 'sa', password '%s');"
+            % (name, si.port, name, name, SA_PASSWORD))
+
+
+def worker_requests(si, server):
+    """The requests of the worker of `server` since the last reset: total,
+    and how many began with CHUNK_PREFIX and WINDOW_PREFIX."""
+    reply = si.ctl("requests")
+    total = chunks = windows = 0
+    for s in reply["sessions"] + reply["closed_sessions"]:
+        if s.get("app") != "bench %s" % server:
+            continue
+        total += s["requests"]
+        for prefix, n in s["by_prefix"].items():
+            if CHUNK_PREFIX in prefix:      # after SET TRANSACTION ISOLATION LEVEL SNAPSHOT;
+                chunks += n
+            elif prefix.startswith(WINDOW_PREFIX):
+                windows += n
+    return {"standin_requests": total, "standin_chunks": chunks, "standin_windows": windows}
+
+
+def worker_counts(pg, server):
+    """The worker's own round-trip counters (mssql_cdc.worker_state())."""
+    row = pg.psql("SELECT requests_sent, windows, snapshot_chunks FROM mssql_cdc.worker_state() "
+                  "WHERE server_name = '%s'" % server)
+    requests, windows, chunks = (int(v) for v in row.split("|"))
+    return {"requests": requests, "windows": windows, "chunks": chunks}
+
+
+def counts(si, pg, server, since=None):
+    """Both views of the worker's requests; with `since` (an earlier
+    worker_counts) the worker's counters as the difference."""
+    out = worker_counts(pg, server)
+    if since is not None:
+        out = {k: out[k] - since[k] for k in out}
+    out.update(worker_requests(si, server))
+    return out
+
+
+def per(r, key):
+    return r["requests"] / r[key] if r.get(key) else None
+
+
+def snapshot_at(si, pg, ms, rows, workdir):
+    server = "rtt_snap_%s" % label(ms)
+    create_server(pg, si, server)
+    cols = P.staged_columns(pg, TB.NARROW)
+    target = "pipe_rtt_%s_narrow" % label(ms)
+    pg.psql("CREATE TABLE %s (%s, PRIMARY KEY (id))" % (target, ", ".join('"%s" %s' % (c, t) for c, t, _ in cols)))
+    select = "SELECT %s FROM dbo.narrow" % TB.column_list(TB.NARROW)
+    bcp = C.freebcp_copy(si, pg, select, target, workdir)
+    si.ctl("requests", reset=True)
+    r = C.mssql_cdc_snapshot(pg, TB.NARROW[0], rows, si.pid, server=server,
+                             staging_table="%s_narrow" % server,
+                             on_done=lambda: counts(si, pg, server))
+    r["requests_per_chunk"] = per(r, "chunks")
+    P.pause(pg, server)
+    return {"freebcp→COPY": bcp, "mssql_cdc": r}
+
+
+def add_when_started(pg, server, name, timeout=60):
+    """add_table once the capture job has started the table's capture
+    instance (created by rtt_cost; until then add_table refuses it)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never')" % (server, name))
+            return
+        except RuntimeError as exc:
+            if "has not been started by the capture job" not in str(exc) or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def streaming_at(si, pg, ms, rows, txn_rows, workdir):
+    server = "rtt_stream_%s" % label(ms)
+    name = "rtt_stream_%s" % label(ms)
+    create_server(pg, si, server)
+    add_when_started(pg, server, name)
+    C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120, server=server)
+    before = {}
+
+    def start():
+        si.ctl("requests", reset=True)
+        before.update(worker_counts(pg, server))
+    r = P.catch_up(si, pg, name, rows, txn_rows, server, on_start=start,
+                   on_done=lambda: counts(si, pg, server, before))
+    r["requests_per_window"] = per(r, "windows")
+    P.pause(pg, server)
+    changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
+               "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
+               % (P.CHANGE_COLUMNS, TB.column_list(TB.NARROW), name, name))
+    target = "pipe_changes_%s" % name
+    pg.psql("CREATE TABLE %s (start_lsn bytea, seqval bytea, operation int, update_mask bytea, id int, big bigint, "
+            "name text, ts timestamp, amount numeric(18,4), PRIMARY KEY (start_lsn, seqval, operation))" % target)
+    bcp = C.freebcp_copy(si, pg, changes, target, workdir)
+    return {"freebcp→COPY": bcp, "mssql_cdc": r}
+
+
+def rtt_cost(si, pg, delays, rows, txn_rows, workdir):
+    """{"<ms>": {"snapshot": {...}, "streaming": {...}}} at each delay; the
+    other phases' workers are paused first (their polls would share the
+    stand-in), the delay is back at 0 afterwards."""
+    for server in ("src", "plain", "tls"):
+        try:
+            P.pause(pg, server)
+        except RuntimeError:
+            pass                    # no tables there: no worker to stop
+    # a source table per delay, so that each backlog is new rows
+    si.tsql("\n".join(TB.create_sql(("rtt_stream_%s" % label(ms), TB.NARROW[1])) + "\n" +
+                      TB.enable_cdc_sql(("rtt_stream_%s" % label(ms), None)) for ms in delays))
+    results = {}
+    n = rows // txn_rows * txn_rows
+    try:
+        for ms in delays:
+            si.ctl("rtt", ms=ms)
+            print("   RTT %s ms: snapshot, then streaming" % ms, flush=True)
+            t0 = time.time()
+            results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir),
+                                "streaming": streaming_at(si, pg, ms, n, txn_rows, workdir)}
+            print("   RTT %s ms: %.1f s" % (ms, time.time() - t0), flush=True)
+    finally:
+        si.ctl("rtt", ms=0)
+    return results
