@@ -46,7 +46,7 @@ sub diag_state
 sub state_of
 {
 	my ($table, $col) = @_;
-	return q1(qq{SELECT coalesce(ts.$col::text, '<null>') FROM mssql_cdc.tables t
+	return q1(qq{SELECT coalesce(ts.${col}::text, '<null>') FROM mssql_cdc.tables t
 	             LEFT JOIN mssql_cdc.table_state ts USING (table_id) WHERE t.source_table = '$table'});
 }
 
