@@ -926,7 +926,8 @@ apply_set_table_error(const MssqlCdcTable *table, const char *message)
 	return run_catalog("UPDATE mssql_cdc.table_state SET phase = 'error', last_error = $2,"
 					   " last_error_at = pg_catalog.now(), updated_at = pg_catalog.now()"
 					   " WHERE table_id = $1 AND phase = $3"
-					   " AND checkpoint_lsn IS NOT DISTINCT FROM $4::mssql_cdc.lsn",
+					   " AND (checkpoint_lsn OPERATOR(mssql_cdc.=) $4::mssql_cdc.lsn"
+					   "      OR (checkpoint_lsn IS NULL AND $4 IS NULL))",
 					   4, types, values, nulls, SPI_OK_UPDATE) == 1;
 }
 
