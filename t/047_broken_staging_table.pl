@@ -1,6 +1,6 @@
 # One broken staging table does not stop the source (issue 14 point 4).
-# A CHECK constraint, a changed column type, a dropped column or a dropped
-# primary key on one staging table parks that table (phase 'error' with a
+# A CHECK constraint, a changed column type, a dropped column, a dropped
+# primary key or a revoked INSERT on one staging table parks that table (phase 'error' with a
 # staging_* condition) after mssql_cdc.table_failures_before_park failed
 # windows, while every other table of the source keeps streaming, also the
 # other half of a cross-table source transaction.  The parked table's
@@ -24,9 +24,9 @@ my $si = StandIn->start(capture_interval => 0.2);
 my @tables = qw(ok chk typ col pk);
 $si->tsql_ok(
 	q{EXEC sys.sp_cdc_enable_db},
-	(map { "CREATE TABLE dbo.$_ (id int NOT NULL PRIMARY KEY, v int)" } @tables),
+	(map { "CREATE TABLE dbo.$_ (id int NOT NULL PRIMARY KEY, v int)" } @tables, qw(p1 p2)),
 	map({ "EXEC sys.sp_cdc_enable_table \@source_schema = N'dbo', \@source_name = N'$_', \@role_name = NULL" }
-		@tables));
+		@tables, qw(p1 p2)));
 
 my $node = PostgreSQL::Test::Cluster->new('broken');
 $node->init;
@@ -166,6 +166,38 @@ is(contents('col'), "$id0:- $id_col:3 $id_late:5 $id_end:6",
 	'dropped-column table: the rows of the parked windows are staged with the column');
 is(contents('pk'), "$id0:1 $id_pk:4 $id_late:5 $id_end:6", 'primary-key table: every change once');
 is(q1(q{SELECT count(*) FROM public.src_dbo_ok}), $next - 1, 'the healthy table has every transaction once');
+
+# ---------------------------------------------------------------------------
+# a revoked privilege: a source whose run_as role is not a superuser
+# ---------------------------------------------------------------------------
+$si->create_source($node, 'priv');
+q1(qq{
+CREATE ROLE alice;
+GRANT USAGE ON FOREIGN SERVER priv TO alice;
+CREATE USER MAPPING FOR alice SERVER priv OPTIONS (username '@{[ $si->user ]}', password '@{[ $si->password ]}');
+GRANT EXECUTE ON FUNCTION mssql_cdc.add_table TO alice;
+GRANT CREATE ON SCHEMA public TO alice;
+});
+q1(qq{SET ROLE alice; SELECT mssql_cdc.add_table('priv', 'dbo.$_', snapshot_mode => 'never')}) for qw(p1 p2);
+ok(poll(q{SELECT count(*) = 2 FROM mssql_cdc.status WHERE server = 'priv' AND state = 'streaming'}),
+	'the second source streams')
+  or diag_state();
+q1(q{REVOKE INSERT ON public.priv_dbo_p1 FROM alice});
+$si->tsql_ok(q{BEGIN TRANSACTION; INSERT INTO dbo.p1 VALUES (1, 1); INSERT INTO dbo.p2 VALUES (1, 1); COMMIT});
+ok( poll(q{SELECT s.state = 'error' AND s.condition = 'staging_permission_denied' AND ts.phase = 'error'
+		FROM mssql_cdc.status s JOIN mssql_cdc.tables t ON t.server_name = 'priv' AND t.source_table = 'p1'
+		JOIN mssql_cdc.table_state ts USING (table_id) WHERE s.source_table = 'dbo.p1'}),
+	'INSERT revoked: the table is parked with condition staging_permission_denied')
+  or diag_state();
+ok(poll(q{SELECT count(*) = 1 FROM public.priv_dbo_p2}), 'INSERT revoked: the other table streams on')
+  or diag_state();
+q1(q{GRANT INSERT ON public.priv_dbo_p1 TO alice});
+q1(q{SELECT mssql_cdc.resume('priv', 'dbo.p1')});
+ok(poll(q{SELECT count(*) = 1 FROM public.priv_dbo_p1}), 'granted and resumed: the change arrives')
+  or diag_state();
+$si->tsql_ok(q{INSERT INTO dbo.p1 VALUES (2, 2)});
+ok(poll(q{SELECT count(*) = 2 FROM public.priv_dbo_p1}), 'and streams on, every change once')
+  or diag_state();
 
 $node->stop;
 $si->stop;
