@@ -108,8 +108,8 @@ worker_park_failing_table(int32 table_id, bool in_window, const MssqlLsn *checkp
 		return NULL;
 	ereport(WARNING,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("mssql_cdc: a table of source \"%s\" stopped: its staging table refused %d windows in a row: %s",
-					worker_server_name, mssql_cdc_table_failures_before_park, message),
+			 errmsg("mssql_cdc: table %d of source \"%s\" stopped: its staging table refused %d windows in a row: %s",
+					table_id, worker_server_name, mssql_cdc_table_failures_before_park, message),
 			 errhint("%s", park_hint)));
 	return park_hint;
 }
