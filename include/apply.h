@@ -94,7 +94,7 @@ extern void apply_snapshot_finish(SnapshotInsert *ins);
 extern bool apply_snapshot_begin(int32 table_id, const MssqlLsn *l0, int64 total_estimate);
 
 /* Lock the state row for a chunk; false unless still snapshotting from l0. */
-extern bool apply_lock_snapshot(int32 table_id, const MssqlLsn *l0);
+extern bool apply_lock_snapshot(int32 table_id, const MssqlLsn *l0, List *last_key);
 
 /*
  * In the chunk's transaction: the last key copied (T-SQL literals), the
@@ -106,8 +106,10 @@ extern void apply_snapshot_progress(int32 table_id, List *last_key, int64 rows,
 /*
  * Put a table into phase 'error' with a message for the user (retention
  * overrun, capture instance gone).  Its own statement; no position changes.
+ * Only while its phase and checkpoint are still those in *table (what the
+ * worker saw); returns false when a user's request changed them meanwhile.
  */
-extern void apply_set_table_error(int32 table_id, const char *message);
+extern bool apply_set_table_error(const MssqlCdcTable *table, const char *message);
 
 /* After a good window: end the server's failure streak, if there is one. */
 extern void apply_reset_server_failures(const char *server_name);
@@ -118,5 +120,17 @@ extern void apply_reset_server_failures(const char *server_name);
  */
 extern void apply_record_failure(const char *server_name, int32 table_id,
 								 const char *message);
+
+/*
+ * In the error transaction, after apply_record_failure: park a streaming
+ * table whose staging table refused its window min_failures times in a row
+ * (phase 'error' with condition and hint), only while it is still
+ * streaming at the checkpoint the failed window started from: a
+ * resnapshot(), reset_table() or resume committed meanwhile wins.  The
+ * checkpoint is not touched.  Returns true when it parked the table.
+ */
+extern bool apply_park_failing_table(int32 table_id, const MssqlLsn *checkpoint,
+									 int min_failures, const char *condition,
+									 const char *hint);
 
 #endif							/* MSSQL_CDC_APPLY_H */

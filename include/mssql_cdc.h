@@ -24,6 +24,7 @@ extern int	mssql_cdc_max_workers;	/* source workers at most */
 extern int	mssql_cdc_poll_interval;	/* ms between polls of an idle source */
 extern int	mssql_cdc_batch_max_transactions;	/* window bound, transactions */
 extern int	mssql_cdc_batch_max_rows;	/* window bound, rows (soft) */
+extern int	mssql_cdc_table_failures_before_park;	/* failed windows before a staging table is parked */
 extern int	mssql_cdc_retry_max_backoff;	/* s, cap of the retry backoff */
 extern int	mssql_cdc_snapshot_chunk_rows;	/* rows per snapshot chunk */
 

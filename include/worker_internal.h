@@ -85,6 +85,25 @@ extern void worker_clear_context(void);
  */
 extern void worker_end_failure_streak(MssqlCdcServer *server);
 
+/* ---- worker_staging_park.c ---------------------------------------------- */
+
+/* The table whose rows the window is writing, and the checkpoint it saw */
+extern bool worker_ctx_window_table;
+extern MssqlLsn worker_ctx_window_checkpoint;
+
+/* Raise (42P16 or 42703) when the staging table lost the shape we write */
+extern void worker_check_staging_shape(const MssqlCdcTable *table,
+									   const MssqlSourceTable *src);
+
+/*
+ * In the error transaction: park the table whose staging write failed its
+ * window table_failures_before_park times; returns the hint when parked.
+ */
+extern char *worker_park_failing_table(int32 table_id, bool in_window,
+									   const MssqlLsn *checkpoint,
+									   const char *condition, const char *hint,
+									   const char *message);
+
 /* ---- worker_source.c ---------------------------------------------------- */
 
 /*

@@ -14,6 +14,10 @@
  * still needs while it was paused, its on_retention_overrun policy applies
  * at its first window after resume, as for a stopped worker.
  *
+ * resume(server, table) also continues a table the worker parked because
+ * its staging table refused its rows (src/worker_staging_park.c), from its
+ * checkpoint, once the user fixed the staging table.
+ *
  * IDENTIFICATION
  *		src/api_table_pause.c
  *
@@ -34,7 +38,40 @@
 PG_FUNCTION_INFO_V1(mssql_cdc_pause_table);
 PG_FUNCTION_INFO_V1(mssql_cdc_resume_table);
 
-/* set tables.paused; repeating a call is a no-op with a NOTICE */
+/*
+ * A table the worker parked because its staging table refused its rows
+ * (worker_staging_park.c: phase 'error', a staging_* condition) streams
+ * again from its checkpoint, which the failed windows never moved.  Its
+ * failure streak starts over: a staging table still broken is parked
+ * again after mssql_cdc.table_failures_before_park windows.
+ */
+static bool
+unpark_staging_table(int32 table_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1];
+	const char *where = " WHERE table_id OPERATOR(pg_catalog.=) $1 AND phase OPERATOR(pg_catalog.=) 'error'"
+		" AND checkpoint_lsn IS NOT NULL AND condition OPERATOR(pg_catalog.~) '^staging_'";
+
+	args[0] = Int32GetDatum(table_id);
+	if (SPI_execute_with_args(psprintf("SELECT 1 FROM mssql_cdc.table_state%s", where),
+							  1, types, args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read mssql_cdc.table_state");
+	if (SPI_processed != 1)
+		return false;
+	(void) api_lock_table_for_change(table_id);
+	if (SPI_execute_with_args(psprintf("UPDATE mssql_cdc.table_state SET phase = 'streaming',"
+									   " condition = NULL, hint = NULL, consecutive_failures = 0,"
+									   " updated_at = pg_catalog.now()%s", where),
+							  1, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update mssql_cdc.table_state");
+	return SPI_processed == 1;
+}
+
+/*
+ * set tables.paused (resume also continues a table parked for its staging
+ * table); repeating a call is a no-op with a NOTICE
+ */
 static void
 set_table_paused(FunctionCallInfo fcinfo, bool pause)
 {
@@ -68,6 +105,10 @@ set_table_paused(FunctionCallInfo fcinfo, bool pause)
 								  2, types, args, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update mssql_cdc.tables");
 	}
+
+	/* resume also continues a table parked for its staging table */
+	if (!pause && unpark_staging_table(table_id))
+		changed = true;
 
 	api_end_catalog_write(&scope);
 

@@ -107,6 +107,7 @@ typedef struct StagingUnit
 } StagingUnit;
 
 static Datum lsn_text(const MssqlLsn *lsn);
+static Datum key_array(List *key, char *isnull);
 
 static StagingSource
 metadata_source(const char *name, bool *known)
@@ -733,22 +734,26 @@ lsn_text(const MssqlLsn *lsn)
  * Lock a table's state row when it still is where this worker left it (the
  * query names the phase and the LSN column); a concurrent remove_table or
  * resnapshot changed or deleted it otherwise, and the window or chunk must
- * then not be applied.  $1 is the table id, $2 the expected LSN.
+ * then not be applied.  $1 is the table id, $2 the expected LSN, $3 the
+ * expected snapshot resume key (for queries that name it).
  */
+
 static bool
-lock_state_row(const char *query, int32 table_id, const MssqlLsn *lsn)
+lock_state_row(const char *query, int32 table_id, const MssqlLsn *lsn, List *last_key)
 {
 	CatalogOwnerScope scope;
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
 	bool		found;
 
 	values[0] = Int32GetDatum(table_id);
 	values[1] = lsn_text(lsn);
+	values[2] = key_array(last_key, &nulls[2]);
 	catalog_become_owner(&scope);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args(query, 2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(query, 3, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock mssql_cdc.table_state");
 	found = SPI_processed == 1;
 	SPI_finish();
@@ -763,7 +768,7 @@ apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint)
 						  " WHERE table_id = $1 AND phase = 'streaming'"
 						  " AND checkpoint_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
 						  " FOR UPDATE",
-						  table_id, checkpoint);
+						  table_id, checkpoint, NIL);
 }
 
 void
@@ -837,14 +842,37 @@ apply_snapshot_begin(int32 table_id, const MssqlLsn *l0, int64 total_estimate)
 					   3, types, values, nulls, SPI_OK_INSERT) == 1;
 }
 
-bool
-apply_lock_snapshot(int32 table_id, const MssqlLsn *l0)
+/* a snapshot resume key (text forms) as a text[] datum; *isnull for NIL */
+static Datum
+key_array(List *key, char *isnull)
 {
+	Datum	   *elems;
+	ListCell   *lc;
+	int			n = 0;
+
+	*isnull = key == NIL ? 'n' : ' ';
+	if (key == NIL)
+		return (Datum) 0;
+	elems = palloc(sizeof(Datum) * list_length(key));
+	foreach(lc, key)
+		elems[n++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+bool
+apply_lock_snapshot(int32 table_id, const MssqlLsn *l0, List *last_key)
+{
+	/*
+	 * L0 and the key the chunk continues from: a resnapshot() committed
+	 * since the worker read them (the same L0 on an idle source, the key
+	 * reset) makes the chunk stand aside instead of resuming the old copy.
+	 */
 	return lock_state_row("SELECT 1 FROM mssql_cdc.table_state"
 						  " WHERE table_id = $1 AND phase = 'snapshotting'"
 						  " AND snapshot_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+						  " AND snapshot_last_key IS NOT DISTINCT FROM $3"
 						  " FOR UPDATE",
-						  table_id, l0);
+						  table_id, l0, last_key);
 }
 
 void
@@ -856,18 +884,7 @@ apply_snapshot_progress(int32 table_id, List *last_key, int64 rows, bool done,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
 	values[0] = Int32GetDatum(table_id);
-	if (last_key != NIL)
-	{
-		Datum	   *elems = palloc(sizeof(Datum) * list_length(last_key));
-		ListCell   *lc;
-		int			n = 0;
-
-		foreach(lc, last_key)
-			elems[n++] = CStringGetTextDatum((char *) lfirst(lc));
-		values[1] = PointerGetDatum(construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
-	}
-	else
-		nulls[1] = 'n';
+	values[1] = key_array(last_key, &nulls[1]);
 	values[2] = Int64GetDatum(rows);
 	values[3] = BoolGetDatum(done);
 	values[4] = lsn_text(l0);
@@ -888,18 +905,31 @@ apply_snapshot_progress(int32 table_id, List *last_key, int64 rows, bool done,
 		elog(ERROR, "table_state row of table %d left phase snapshotting during a chunk", table_id);
 }
 
-void
-apply_set_table_error(int32 table_id, const char *message)
+bool
+apply_set_table_error(const MssqlCdcTable *table, const char *message)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
+	Oid			types[4] = {INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 
-	values[0] = Int32GetDatum(table_id);
+	values[0] = Int32GetDatum(table->table_id);
 	values[1] = CStringGetTextDatum(message);
-	run_catalog("UPDATE mssql_cdc.table_state SET phase = 'error', last_error = $2,"
-				" last_error_at = pg_catalog.now(), updated_at = pg_catalog.now()"
-				" WHERE table_id = $1",
-				2, types, values, NULL, SPI_OK_UPDATE);
+	values[2] = CStringGetTextDatum(catalog_phase_name(table->phase));
+	if (table->has_checkpoint_lsn)
+		values[3] = lsn_text(&table->checkpoint_lsn);
+	else
+		nulls[3] = 'n';
+
+	/*
+	 * Only from the phase and checkpoint the worker decided on: a
+	 * resnapshot(), reset_table() or resume committed since then wins.
+	 */
+	return run_catalog("UPDATE mssql_cdc.table_state SET phase = 'error', last_error = $2,"
+					   " last_error_at = pg_catalog.now(), updated_at = pg_catalog.now()"
+					   " WHERE table_id = $1 AND phase = $3"
+					   " AND (checkpoint_lsn OPERATOR(mssql_cdc.=) $4::mssql_cdc.lsn"
+					   "      OR (checkpoint_lsn IS NULL AND $4 IS NULL))",
+					   4, types, values, nulls, SPI_OK_UPDATE) == 1;
 }
 
 void
@@ -934,4 +964,24 @@ apply_record_failure(const char *server_name, int32 table_id, const char *messag
 					" consecutive_failures = consecutive_failures + 1"
 					" WHERE table_id = $3 AND $1 IS NOT NULL",
 					3, types, values, NULL, SPI_OK_UPDATE);
+}
+
+bool
+apply_park_failing_table(int32 table_id, const MssqlLsn *checkpoint, int min_failures,
+						 const char *condition, const char *hint)
+{
+	Oid			types[5] = {INT4OID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		values[5];
+
+	values[0] = Int32GetDatum(table_id);
+	values[1] = lsn_text(checkpoint);
+	values[2] = Int32GetDatum(min_failures);
+	values[3] = CStringGetTextDatum(condition);
+	values[4] = CStringGetTextDatum(hint);
+	return run_catalog("UPDATE mssql_cdc.table_state SET phase = 'error',"
+					   " condition = $4, hint = $5, updated_at = pg_catalog.now()"
+					   " WHERE table_id = $1 AND phase = 'streaming'"
+					   " AND checkpoint_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+					   " AND consecutive_failures >= $3",
+					   5, types, values, NULL, SPI_OK_UPDATE) == 1;
 }

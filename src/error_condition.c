@@ -111,6 +111,10 @@ classify_remote(const TdsRemoteError *remote, const char *server_name)
 						"detail of mssql_cdc.errors.  The worker retries with backoff."));
 }
 
+/* what happens to a staging table that keeps refusing (worker_staging_park.c) */
+#define TABLE_PARK_TEXT "mssql_cdc.table_failures_before_park failed windows, parks the table " \
+	"(the source's other tables stream on) until mssql_cdc.resume(server, source_table)"
+
 /* Postgres refused a write to the staging table */
 static ErrorCondition
 classify_staging(int sqlerrcode)
@@ -121,12 +125,12 @@ classify_staging(int sqlerrcode)
 			return make(COND_STAGING_TABLE_MISSING,
 						pstrdup("The staging table is gone: create it again with the columns it had (or "
 								"remove the table with mssql_cdc.remove_table() and add it again).  Nothing "
-								"was copied past the failure; the worker retries by itself."));
+								"was copied past the failure; the worker retries and, after " TABLE_PARK_TEXT "."));
 		case ERRCODE_INSUFFICIENT_PRIVILEGE:
 			return make(COND_STAGING_PERMISSION_DENIED,
 						pstrdup("The server's run_as role may not write the staging table: GRANT INSERT (and "
 								"SELECT) on it to that role.  Nothing was copied past the failure; the worker "
-								"retries by itself."));
+								"retries and, after " TABLE_PARK_TEXT "."));
 		case ERRCODE_NOT_NULL_VIOLATION:
 		case ERRCODE_CHECK_VIOLATION:
 		case ERRCODE_UNIQUE_VIOLATION:
@@ -136,12 +140,12 @@ classify_staging(int sqlerrcode)
 			return make(COND_STAGING_CONSTRAINT,
 						pstrdup("A constraint added to the staging table rejects a source row: drop or relax it "
 								"(staging tables must accept every change).  Nothing was copied past the "
-								"failure; the worker retries by itself."));
+								"failure; the worker retries and, after " TABLE_PARK_TEXT "."));
 	}
 	return make(COND_STAGING_TABLE_CHANGED,
 				pstrdup("The staging table was altered and no longer takes the source's rows (a column "
 						"dropped, renamed or of another type): restore its columns as add_table created "
-						"them.  Nothing was copied past the failure; the worker retries by itself."));
+						"them.  Nothing was copied past the failure; the worker retries and, after " TABLE_PARK_TEXT "."));
 }
 
 /* SQLSTATEs Postgres raises when the staging table does not fit any more */

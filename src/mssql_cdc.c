@@ -41,6 +41,7 @@ int			mssql_cdc_max_workers = 8;
 int			mssql_cdc_poll_interval = 1000;
 int			mssql_cdc_batch_max_transactions = 1000;
 int			mssql_cdc_batch_max_rows = 100000;
+int			mssql_cdc_table_failures_before_park = 5;
 int			mssql_cdc_retry_max_backoff = 300;
 int			mssql_cdc_snapshot_chunk_rows = 10000;
 
@@ -91,6 +92,17 @@ define_settings(void)
 							NULL,
 							&mssql_cdc_batch_max_transactions,
 							1000, 1, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("mssql_cdc.table_failures_before_park",
+							"Failed windows in a row after which a table whose staging table refuses its rows is parked.",
+							"A CHECK constraint, a revoked privilege or a changed column on one staging "
+							"table parks that table in state error, so the source's other tables stream on; "
+							"resume(server, table) continues it from its checkpoint.",
+							&mssql_cdc_table_failures_before_park,
+							5, 1, 1000,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

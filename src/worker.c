@@ -150,6 +150,7 @@ worker_clear_context(void)
 	worker_ctx_capture_instance = NULL;
 	worker_ctx_table_id = 0;
 	worker_ctx_has_range = false;
+	worker_ctx_window_table = false;
 }
 
 void
@@ -443,6 +444,7 @@ run_iteration(void)
 	bool		busy = false;
 	bool		has_lead = false;
 	MssqlLsn	lead;
+	bool		copy_in_progress = false;
 
 	MemoryContextReset(worker_iteration_context);
 	MemoryContextSwitchTo(worker_iteration_context);
@@ -476,6 +478,20 @@ run_iteration(void)
 	if (!worker_check_timeline(tables, &max_lsn))
 		return true;
 
+	/*
+	 * One table copies at a time, and a queued table records its L0 only
+	 * when its own copy begins (invariant 4), not while an earlier table is
+	 * still being copied: a long first copy must not age the later tables'
+	 * start points towards a retention overrun or a larger overlap.
+	 */
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (!table->paused && table->phase == MSSQL_PHASE_SNAPSHOTTING)
+			copy_in_progress = true;
+	}
+
 	foreach(lc, tables)
 	{
 		MssqlCdcTable *table = lfirst(lc);
@@ -495,12 +511,15 @@ run_iteration(void)
 			table->has_checkpoint_lsn = true;
 			table->checkpoint_lsn = max_lsn;
 		}
-		if (table->phase == MSSQL_PHASE_PENDING &&
+		if (table->phase == MSSQL_PHASE_PENDING && !copy_in_progress &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_INITIAL && !table->has_checkpoint_lsn)
 		{
 			CHECK_FOR_INTERRUPTS();
 			if (worker_start_snapshot(table))
+			{
 				busy = true;
+				copy_in_progress = true;
+			}
 		}
 		if (table->phase == MSSQL_PHASE_STREAMING && table->has_checkpoint_lsn)
 			streaming = lappend(streaming, table);
@@ -590,6 +609,9 @@ handle_iteration_error(void)
 	ErrorData  *edata;
 	int			remote_errno = 0;
 	int32		table_id = worker_ctx_table_id;
+	bool		in_window = worker_ctx_window_table;
+	MssqlLsn	window_checkpoint = worker_ctx_window_checkpoint;
+	char	   *park_hint;
 	TdsRemoteError remote;
 	ErrorCondition cond;
 
@@ -632,7 +654,11 @@ handle_iteration_error(void)
 								   cond.condition);
 	apply_record_failure(worker_server_name, table_id, edata->message);
 	catalog_set_server_condition(worker_server_name, cond.condition, cond.hint);
-	if (table_id > 0)
+	/* one broken staging table does not stop the source */
+	park_hint = worker_park_failing_table(table_id, in_window, &window_checkpoint,
+										  cond.condition, edata->hint ? edata->hint : cond.hint,
+										  edata->message);
+	if (table_id > 0 && park_hint == NULL)
 		catalog_set_table_condition(table_id, cond.condition, cond.hint);
 	worker_commit_xact();
 

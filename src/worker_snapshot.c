@@ -135,7 +135,7 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 
 	worker_begin_xact();
 	/* a concurrent remove_table/resnapshot wins, and a settings change applies */
-	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn) ||
+	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn, table->snapshot_last_key) ||
 		!table_settings_current(table))
 	{
 		worker_commit_xact();

@@ -67,17 +67,28 @@ worker_park_table(const MssqlCdcTable *table, const char *condition,
 {
 	char	   *full = hint ? psprintf("%s %s", message, hint) : pstrdup(message);
 
-	ereport(WARNING,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("mssql_cdc: table %s.%s of source \"%s\" stopped: %s",
-					table->source_schema, table->source_table, worker_server_name, message),
-			 hint ? errhint("%s", hint) : 0));
+	bool		parked;
+
 	worker_begin_xact();
-	apply_set_table_error(table->table_id, full);
-	catalog_set_table_condition(table->table_id, condition, hint);
-	catalog_record_error_condition(worker_server_name, table->table_id, "55000", message, NULL, hint, 0,
-								   condition);
+	/* a resnapshot()/resume committed since the worker read the table wins */
+	parked = apply_set_table_error(table, full);
+	if (parked)
+	{
+		catalog_set_table_condition(table->table_id, condition, hint);
+		catalog_record_error_condition(worker_server_name, table->table_id, "55000", message, NULL, hint, 0,
+									   condition);
+	}
 	worker_commit_xact();
+	if (parked)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mssql_cdc: table %s.%s of source \"%s\" stopped: %s",
+						table->source_schema, table->source_table, worker_server_name, message),
+				 hint ? errhint("%s", hint) : 0));
+	else
+		ereport(LOG,
+				(errmsg("mssql_cdc: table %s.%s of source \"%s\" is not stopped: it was changed (resnapshot, reset or resume) since the worker found: %s",
+						table->source_schema, table->source_table, worker_server_name, message)));
 }
 
 /*

@@ -390,18 +390,27 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			results[i++].rows = -1;
 			continue;
 		}
+		/*
+		 * From here a failure is this table's (worker_staging_park.c): its
+		 * staging table must still have the shape the rows are written in
+		 */
+		worker_ctx_window_table = true;
+		worker_ctx_window_checkpoint = *checkpoint;
 		/* the switch commits with the first rows read from the new instance */
 		if (switch_diff != NULL)
 			ci_switch_commit(table, table->capture_instance, src, switch_diff, &from,
 							 worker_args.run_as);
+		worker_check_staging_shape(table, src);
 		results[i] = apply_capture_instance(worker_session, table, src,
 											worker_args.run_as, worker_server_zone,
 											worker_data_query_mode(), &from, &to);
+		worker_ctx_window_table = false;
 		window_rows += results[i].rows;
 		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
 		i++;
 	}
 	worker_ctx_capture_instance = NULL;
+	worker_ctx_table_id = 0;
 
 	/* nothing of the window may have been removed by cleanup during the read */
 	overrun = palloc(sizeof(bool) * list_length(ready));
