@@ -21,7 +21,8 @@ my %defaults = (
 	'mssql_cdc.capture_stall_timeout' => '5min',
 	'mssql_cdc.insert_batch_rows' => '1000',
 	'mssql_cdc.retry_max_backoff' => '5min',
-	'mssql_cdc.snapshot_chunk_rows' => '10000',);
+	'mssql_cdc.snapshot_chunk_rows' => '10000',
+	'mssql_cdc.table_failures_before_park' => '5',);
 foreach my $name (sort keys %defaults)
 {
 	is($node->safe_psql('postgres', "SHOW $name"),
@@ -36,7 +37,7 @@ is( $node->safe_psql(
 	  . 'mssql_cdc.database=postmaster,mssql_cdc.insert_batch_rows=sighup,'
 	  . 'mssql_cdc.max_workers=postmaster,'
 	  . 'mssql_cdc.poll_interval=sighup,mssql_cdc.retry_max_backoff=sighup,'
-	  . 'mssql_cdc.snapshot_chunk_rows=sighup',
+	  . 'mssql_cdc.snapshot_chunk_rows=sighup,mssql_cdc.table_failures_before_park=sighup',
 	'restart-only and reloadable settings');
 
 # With the default database the launcher serves "postgres".

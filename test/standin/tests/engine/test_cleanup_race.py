@@ -3,6 +3,7 @@ WITH (NOLOCK) semantics (no statement snapshot), and cleanup raises the low
 watermark first, then deletes in batches of the threshold, each committed on
 its own (ENGINE.md, CDC model, cleanup)."""
 
+import datetime
 import threading
 import unittest
 
@@ -15,14 +16,23 @@ class CleanupDuringRead(EngineTest):
         self.ok("CREATE TABLE dbo.orders (id int NOT NULL PRIMARY KEY, v int)")
         self.enable_cdc()
         self.capture()
-        # three transactions: 2500 rows, 10 rows, 5 rows
+        # three transactions: 2500 rows, 10 rows, 5 rows, a second apart (the
+        # cleanup procedure moves its mark back to the first commit of the
+        # same commit time: transactions in one datetime tick would be kept)
         self.ok("INSERT dbo.orders (id, v) SELECT n, n FROM (%s) x" % self._numbers(1, 2500))
+        self._tick()
         self.ok("INSERT dbo.orders (id, v) SELECT n, n FROM (%s) x" % self._numbers(2501, 2510))
+        self._tick()
         self.ok("INSERT dbo.orders (id, v) SELECT n, n FROM (%s) x" % self._numbers(2511, 2515))
         self.capture()
         self.commits = [r[0] for r in self.rows(
             "SELECT start_lsn FROM cdc.lsn_time_mapping WHERE tran_id <> 0x00 ORDER BY start_lsn")]
         self.assertEqual(len(self.commits), 3)
+
+    def _tick(self):
+        """Move the server's clock one second on."""
+        now = datetime.datetime.fromisoformat(self.engine.control("clock", {})["utc"])
+        self.engine.control("clock", {"utc": (now + datetime.timedelta(seconds=1)).isoformat()})
 
     @staticmethod
     def _numbers(lo, hi):
