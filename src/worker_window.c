@@ -35,6 +35,26 @@
  * that switches to the successor, *switch_diff gets what the switch adds
  * to the staging table (NULL otherwise).
  */
+/*
+ * Read nothing from what the change query reads (the change table, or for
+ * data_query_mode 'function' the source table, whose SELECT the change
+ * function requires): raises SQL Server's permission error when the login
+ * may not read it.
+ */
+static void
+probe_read_access(const MssqlCdcTable *table, const char *ci)
+{
+	char	   *sql;
+
+	if (worker_data_query_mode() == MSSQL_QUERY_DIRECT)
+		sql = psprintf("SELECT TOP (0) 1 FROM cdc.%s",
+					   tds_quote_ident(psprintf("%s_CT", ci)));
+	else
+		sql = psprintf("SELECT TOP (0) 1 FROM %s.%s",
+					   tds_quote_ident(table->source_schema), tds_quote_ident(table->source_table));
+	tds_exec_simple(worker_session, sql);
+}
+
 static MssqlSourceTable *
 check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
 				   StagingDiff **switch_diff)
@@ -99,6 +119,15 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 	}
 	if (mssql_lsn_is_zero(&min_lsn))
 	{
+		/*
+		 * Zero means the instance does not exist or the login may not read
+		 * its change data.  This poll's catalog still lists it, so first let
+		 * SQL Server say which permission is missing: a refused read of what
+		 * the worker reads is Msg 229, permission_denied, retried with
+		 * backoff and fixed by a GRANT alone (the checkpoint is intact; no
+		 * resnapshot needed).  Only a readable source with a zero mark parks.
+		 */
+		probe_read_access(table, ci);
 		worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING,
 							psprintf("sys.fn_cdc_get_min_lsn(N'%s') returned 0x00000000000000000000: the capture instance does not exist or the login may not read it.",
 									 ci),

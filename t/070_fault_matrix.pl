@@ -236,6 +236,7 @@ recovered('login failed, then the password fixed');
 # frozen while it happens so the next window is surely read without it.
 $si->ctl('capture_freeze');
 caught_up();
+my $errors_before_deny = $node->safe_psql('postgres', 'SELECT coalesce(max(error_id), 0) FROM mssql_cdc.errors');
 $si->ctl('deny_select', 'login=cdc_reader');
 insert_tx(2);
 $si->ctl('capture_resume');
@@ -246,6 +247,12 @@ is( $node->safe_psql('postgres',
 	'229', 'permission denied: SQL Server\'s error number is in mssql_cdc.errors');
 $si->ctl('deny_select', 'login=cdc_reader', 'on=false');
 recovered('permission denied, then granted again');
+# sys.fn_cdc_get_min_lsn answers 0x00 to a login that may not read the
+# instance: whichever statement of a window met the DENY first, the table
+# was never parked as a dropped capture instance (which needs a resnapshot)
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM mssql_cdc.errors WHERE error_id > $errors_before_deny AND condition NOT IN ('permission_denied', 'capture_job_stalled')"),
+	'0', 'permission denied: only permission_denied was recorded, the table never parked');
 
 # The capture job stops: max LSN frozen past capture_stall_timeout (2 s).
 # Not an error: the worker keeps polling, and the condition clears itself.
