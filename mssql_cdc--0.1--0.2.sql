@@ -359,3 +359,16 @@ CREATE FUNCTION mssql_cdc.upgrade_staging_0_2() RETURNS pg_catalog.int8
 	LANGUAGE C VOLATILE;
 SELECT mssql_cdc.upgrade_staging_0_2();
 DROP FUNCTION mssql_cdc.upgrade_staging_0_2();
+
+-- mirror tables (issue 15, doc/mirror.md): 0.1 kept a changelog only
+ALTER TABLE mssql_cdc.tables
+	ADD COLUMN mirror_schema name,
+	ADD COLUMN mirror_table name,
+	ADD COLUMN changelog boolean;
+UPDATE mssql_cdc.tables SET changelog = true;
+ALTER TABLE mssql_cdc.tables
+	ALTER COLUMN changelog SET DEFAULT true,
+	ALTER COLUMN changelog SET NOT NULL,
+	ADD CHECK ((mirror_schema IS NULL) = (mirror_table IS NULL)),
+	ADD CHECK (changelog OR mirror_table IS NOT NULL),
+	ADD UNIQUE (mirror_schema, mirror_table);

@@ -86,7 +86,16 @@ CREATE TABLE mssql_cdc.tables (
 	exclude_columns text[],
 	-- stage update_before rows (the before-image of an update)
 	update_before boolean NOT NULL DEFAULT true,
-	CHECK (include_columns IS NULL OR exclude_columns IS NULL)
+	CHECK (include_columns IS NULL OR exclude_columns IS NULL),
+	-- mirror table (doc/mirror.md): the source table's current rows, changed
+	-- in the window's transaction; NULL: none.  changelog false: a mirror
+	-- only, no staging rows are written (mirror-only mode)
+	mirror_schema name,
+	mirror_table name,
+	changelog boolean NOT NULL DEFAULT true,
+	CHECK ((mirror_schema IS NULL) = (mirror_table IS NULL)),
+	CHECK (changelog OR mirror_table IS NOT NULL),
+	UNIQUE (mirror_schema, mirror_table)
 );
 
 -- Progress of one table, written by the worker in the same transaction as

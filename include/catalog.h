@@ -91,6 +91,10 @@ typedef struct MssqlCdcTable
 	List	   *include_columns;
 	List	   *exclude_columns;
 	bool		update_before;	/* stage update_before rows (before-images) */
+	/* mirror table (mirror.h), both NULL if none; changelog false: mirror only */
+	char	   *mirror_schema;
+	char	   *mirror_table;
+	bool		changelog;
 } MssqlCdcTable;
 
 /* The extension's owner, or InvalidOid if the extension is not installed. */

@@ -299,7 +299,8 @@ catalog_get_server_tables(const char *server_name)
 							  " coalesce(s.snapshot_rows, 0), t.on_retention_overrun,"
 							  " t.paused, t.snapshot_filter, t.settings_version,"
 							  " t.partition_interval IS NOT NULL, t.spatial_postgis,"
-							  " t.include_columns, t.exclude_columns, t.update_before"
+							  " t.include_columns, t.exclude_columns, t.update_before,"
+							  " t.mirror_schema, t.mirror_table, t.changelog"
 							  " FROM mssql_cdc.tables t"
 							  " LEFT JOIN mssql_cdc.table_state s"
 							  " ON s.table_id OPERATOR(pg_catalog.=) t.table_id"
@@ -345,6 +346,9 @@ catalog_get_server_tables(const char *server_name)
 		t->include_columns = spi_text_array(tuple, desc, 20, caller_cxt);
 		t->exclude_columns = spi_text_array(tuple, desc, 21, caller_cxt);
 		t->update_before = DatumGetBool(SPI_getbinval(tuple, desc, 22, &isnull));
+		t->mirror_schema = spi_text(tuple, desc, 23, caller_cxt);
+		t->mirror_table = spi_text(tuple, desc, 24, caller_cxt);
+		t->changelog = DatumGetBool(SPI_getbinval(tuple, desc, 25, &isnull));
 
 		old = MemoryContextSwitchTo(caller_cxt);
 		result = lappend(result, t);
