@@ -116,6 +116,8 @@ typedef struct TdsRemoteError
 	int			oserr;			/* errno, 0 if none */
 	char		dbtext[TDS_ERROR_TEXT_SIZE];
 	char		ostext[128];
+	/* db-lib said "connection failed" (SYBEFCON), whatever it raised first */
+	bool		connect_failed;
 
 	/* SQL Server message of severity > 10 (the first of the batch); 0 if none */
 	int			msgno;			/* e.g. 208, 18456 */

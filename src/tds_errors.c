@@ -148,6 +148,14 @@ tds_error_handler(DBPROCESS *dbproc, int severity, int dberr, int oserr,
 		session->dead = true;
 	}
 
+	/*
+	 * A refused login ends in SYBEFCON, but db-lib may raise "unexpected
+	 * EOF" (SYBESEOF) before it when the server closed first: the record
+	 * keeps the first error, and this says the login itself failed.
+	 */
+	if (dberr == SYBEFCON)
+		err->connect_failed = true;
+
 	/* the first sign of a malformed stream explains what follows it */
 	if (dberr_is_malformed(dberr) && !err->malformed)
 	{

@@ -122,12 +122,16 @@ check_trust_files(const MssqlServerOptions *opts, TdsRemoteError *err)
 
 /*
  * A login that FreeTDS gave up before SQL Server said anything: what a TLS
- * failure (or a refused plain login) looks like from db-lib.
+ * failure (or a refused plain login) looks like from db-lib.  Which error
+ * db-lib raises first varies (20002, or 20017 when the server's FIN wins
+ * the race); a timeout (20003) first is a silent server, not a refusal,
+ * and probing it would wait login_timeout a second time.
  */
 static bool
 failed_before_login(const TdsRemoteError *err)
 {
-	return err->msgno == 0 && err->dberr == SYBEFCON && !err->malformed;
+	return err->msgno == 0 && err->connect_failed && !err->malformed &&
+		(err->dberr == SYBEFCON || err->dberr == SYBESEOF);
 }
 
 static TdsTlsFailure
