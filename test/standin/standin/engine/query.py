@@ -400,9 +400,20 @@ def _exact_family(src, dst):
 # ------------------------------------------------------------------ execution
 
 class SelectResult:
-    def __init__(self, columns, rows):
+    """delay: seconds a blocking Sort waits before its first row (the
+    engine option sort_row_cost_us, ENGINE.md "Sorts take time"); the
+    caller waits it out of the engine lock, cancellable."""
+
+    def __init__(self, columns, rows, delay=0.0):
         self.columns = columns
         self.rows = rows
+        self.delay = delay
+
+
+def sort_delay(ctx, nrows):
+    """What a Sort of nrows input rows costs before its first output row."""
+    cost = ctx.engine.options.get("sort_row_cost_us") or 0
+    return nrows * cost / 1e6
 
 
 def build_source(ctx, src, line):
@@ -793,9 +804,11 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     if sel.distinct:
         stream = _distinct(stream, columns)
 
+    delay = 0.0
     if order_fns and not natural_ok:
         mat = [(p, s, rv) for p, s, rv in stream]
         _sort3(mat, order_fns)
+        delay = sort_delay(ctx, len(mat))
         stream = iter(mat)
 
     if offset:
@@ -817,7 +830,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         def out():
             for p, s, rv in stream:
                 yield p
-    return SelectResult(columns, out())
+    return SelectResult(columns, out(), delay)
 
 
 def _row_count_value(ctx, e, line):
@@ -916,6 +929,7 @@ def _union(ctx, sel, items, columns, source, where_fn, order_fns, top, line):
         mat = [(r, r, None) for r in rows]
         _sort3(mat, fns)
         rows = [m[0] for m in mat]
+        return SelectResult(cols, iter(rows), sort_delay(ctx, len(mat)))
     return SelectResult(cols, iter(rows))
 
 
