@@ -43,6 +43,7 @@ $si->setup_node($node, conf => qq{
 mssql_cdc.batch_max_transactions = 64
 mssql_cdc.batch_max_rows = $max_rows
 mssql_cdc.retry_max_backoff = 1
+restart_after_crash = on
 shared_buffers = 32MB
 });
 $node->start;
@@ -78,9 +79,16 @@ sub huge
 my $pid = wait_worker_pid($node, 30);
 my ($peak_anon, $base_anon) = (0, undef);
 
+# the worker's private memory; it exits after each failure (a timeout) and
+# the launcher starts it again, so a vanished pid is looked up once more
 sub anon_kb
 {
-	open(my $fh, '<', "/proc/$pid/status") or return 0;
+	my $fh;
+	unless (open($fh, '<', "/proc/$pid/status"))
+	{
+		$pid = wait_worker_pid($node, 10) // 0;
+		open($fh, '<', "/proc/$pid/status") or return 0;
+	}
 	while (<$fh>) { return $1 if /^RssAnon:\s+(\d+) kB/ }
 	return 0;
 }
@@ -149,7 +157,8 @@ cmp_ok($limit, '<', 48, 'below the size that timed out');
 # ---------------------------------------------------------------------------
 # 2. the size survives a crash of the worker
 # ---------------------------------------------------------------------------
-ok(kill_worker_and_wait($node, $pid), 'killed the worker');
+$pid = wait_worker_pid($node, 30);
+ok(kill_worker_and_wait($node, $pid), 'killed the worker (SIGKILL, crash restart)');
 $pid = wait_worker_pid($node, 60);
 like($pid, qr/^\d+$/, 'the worker is back');
 my $log1 = -s $node->logfile;
