@@ -536,6 +536,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	int			i;
 	int			max_transactions;
 	int			transactions;
+	MssqlLsn	chosen_to;
 
 	*reached = *checkpoint;
 	if (!mssql_lsn_increment(checkpoint, &from))
@@ -569,6 +570,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, max_transactions,
 							   worker_server_zone, &to, &end_time, &transactions))
 		return false;
+	chosen_to = to;
 	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
 		end_time = max_time;
 
@@ -635,8 +637,14 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	worker_ctx_has_range = false;
 	note_capture_instance_switches(ready, instances, switches, results, &from);
 
-	/* adapt the next window's size to mssql_cdc.batch_max_rows */
-	if (window_rows > mssql_cdc_batch_max_rows && worker_window_transactions > 1)
+	/*
+	 * adapt the next window's size to mssql_cdc.batch_max_rows: a window the
+	 * row budget ended early held as many transactions as fit (the next one
+	 * then reads, and on a sorting server sorts, no more than it applies)
+	 */
+	if (mssql_lsn_cmp(&to, &chosen_to) < 0)
+		worker_window_transactions = Max(1, (int) window_transactions_seen);
+	else if (window_rows > mssql_cdc_batch_max_rows && worker_window_transactions > 1)
 		worker_window_transactions = Max(1, worker_window_transactions / 2);
 	else if (window_rows < mssql_cdc_batch_max_rows / 4)
 		worker_window_transactions = Min(mssql_cdc_batch_max_transactions,
