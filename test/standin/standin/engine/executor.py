@@ -183,12 +183,10 @@ class Executor:
             # for the column formats this way and loops on rows it did not expect
             return [ResultSet(res.columns, iter(()))]
         rows = res.rows
-        if res.delay > 0:
-            # a blocking Sort: every input row was read and sorted already
-            # (its errors are raised), the first row waits for its cost
-            # outside the engine lock, like any other session's statements
-            return [ResultSet(res.columns, self._rows_with_count(
-                ctx.session, self._after_sort(ctx.session, res.delay, rows)))]
+        if res.lazy:
+            # a blocking Sort with its cost: it runs, and waits, outside the
+            # engine lock, so other sessions are not held up by it
+            return [ResultSet(res.columns, self._rows_with_count(ctx.session, rows))]
         # Pull the first row now: errors such as 313/3952/245 must come before
         # any metadata is sent, as in SQL Server.
         first = []
@@ -198,16 +196,6 @@ class Executor:
         import itertools
         it = itertools.chain(first, rows)
         return [ResultSet(res.columns, self._rows_with_count(ctx.session, it))]
-
-    @staticmethod
-    def _after_sort(session, delay, rows):
-        """The rows of a Sort after its cost (an ATTENTION ends the wait)."""
-        deadline = time.monotonic() + delay
-        while not session.cancelled and time.monotonic() < deadline:
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-        if session.cancelled:
-            return
-        yield from rows
 
     def _dml_done(self, ctx, n):
         ctx.session.rowcount = n

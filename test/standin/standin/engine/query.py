@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import decimal
 import operator
+import time
 
 from ..results import CachedRow, SqlError
 from ..sqltypes import Column, SqlType
@@ -400,20 +401,30 @@ def _exact_family(src, dst):
 # ------------------------------------------------------------------ execution
 
 class SelectResult:
-    """delay: seconds a blocking Sort waits before its first row (the
-    engine option sort_row_cost_us, ENGINE.md "Sorts take time"); the
-    caller waits it out of the engine lock, cancellable."""
+    """lazy: the rows are a blocking Sort that has not run yet (engine
+    option sort_row_cost_us, ENGINE.md "Sorts take time"): the caller must
+    not pull the first row under the engine lock."""
 
-    def __init__(self, columns, rows, delay=0.0):
+    def __init__(self, columns, rows, lazy=False):
         self.columns = columns
         self.rows = rows
-        self.delay = delay
+        self.lazy = lazy
 
 
-def sort_delay(ctx, nrows):
-    """What a Sort of nrows input rows costs before its first output row."""
-    cost = ctx.engine.options.get("sort_row_cost_us") or 0
-    return nrows * cost / 1e6
+def _sorted_later(ctx, stream, order_fns):
+    """A Sort with its cost: reads and sorts every input row (the scan takes
+    the engine lock per chunk, as a streaming read does, so other sessions
+    run meanwhile), then waits rows x sort_row_cost_us before the first row;
+    an ATTENTION ends the wait."""
+    mat = [(p, s, rv) for p, s, rv in stream]
+    _sort3(mat, order_fns)
+    session = ctx.session
+    deadline = time.monotonic() + len(mat) * (ctx.engine.options.get("sort_row_cost_us") or 0) / 1e6
+    while not session.cancelled and time.monotonic() < deadline:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    if session.cancelled:
+        return
+    yield from mat
 
 
 def build_source(ctx, src, line):
@@ -804,11 +815,13 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     if sel.distinct:
         stream = _distinct(stream, columns)
 
-    delay = 0.0
-    if order_fns and not natural_ok:
+    lazy = False
+    if order_fns and not natural_ok and ctx.engine.options.get("sort_row_cost_us"):
+        stream = _sorted_later(ctx, stream, order_fns)
+        lazy = True
+    elif order_fns and not natural_ok:
         mat = [(p, s, rv) for p, s, rv in stream]
         _sort3(mat, order_fns)
-        delay = sort_delay(ctx, len(mat))
         stream = iter(mat)
 
     if offset:
@@ -830,7 +843,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         def out():
             for p, s, rv in stream:
                 yield p
-    return SelectResult(columns, out(), delay)
+    return SelectResult(columns, out(), lazy)
 
 
 def _row_count_value(ctx, e, line):
@@ -929,7 +942,6 @@ def _union(ctx, sel, items, columns, source, where_fn, order_fns, top, line):
         mat = [(r, r, None) for r in rows]
         _sort3(mat, fns)
         rows = [m[0] for m in mat]
-        return SelectResult(cols, iter(rows), sort_delay(ctx, len(mat)))
     return SelectResult(cols, iter(rows))
 
 
