@@ -226,9 +226,9 @@ def report(a, results, path):
             r["window_transactions_learned"], r["peak_rss_anon_mb"], r["peak_vm_hwm_mb"],
             r["worker_processes"]))
     lines += ["", "Every row was staged exactly once, and no source transaction was split across Postgres "
-              "transactions (checked: each `_cdc_lsn` has one `xmin`). Time runs from the capture job's "
-              "publication (function mode) or the resume of the direct-mode server until the last row is "
-              "staged; generating and capturing the rows in the stand-in is not in it:", ""]
+              "transactions (checked: each `_cdc_lsn` has one `xmin`). Time runs from the resume of the "
+              "mode's server (after the capture job published every row) until the last row is staged; "
+              "generating and capturing the rows in the stand-in is not in it:", ""]
     for r in results:
         lines.append("- %s/%s: generate %.1f s, capture %.1f s" % (r["scenario"], r["mode"], r["generate_s"],
                                                                     r["capture_s"]))

@@ -416,9 +416,13 @@ def _sorted_later(ctx, stream, order_fns):
     the engine lock per chunk, as a streaming read does, so other sessions
     run meanwhile), then waits rows x sort_row_cost_us before the first row;
     an ATTENTION ends the wait."""
-    mat = [(p, s, rv) for p, s, rv in stream]
-    _sort3(mat, order_fns)
     session = ctx.session
+    mat = []
+    for item in stream:
+        mat.append(item)
+        if len(mat) % CHUNK == 0 and session.cancelled:
+            return
+    _sort3(mat, order_fns)
     deadline = time.monotonic() + len(mat) * (ctx.engine.options.get("sort_row_cost_us") or 0) / 1e6
     while not session.cancelled and time.monotonic() < deadline:
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
