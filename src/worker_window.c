@@ -347,7 +347,8 @@ worker_window_after_failure(void)
 		return;
 	if (window_timed_out <= 1)
 		ereport(WARNING,
-				(errmsg("mssql_cdc source \"%s\": reading one source transaction timed out",
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("mssql_cdc source \"%s\": reading one source transaction timed out",
 						worker_server_name),
 				 errhint("One transaction is read without ORDER BY and cannot be split; raise the server's query_timeout.")));
 	else
