@@ -372,3 +372,8 @@ ALTER TABLE mssql_cdc.tables
 	ADD CHECK ((mirror_schema IS NULL) = (mirror_table IS NULL)),
 	ADD CHECK (changelog OR mirror_table IS NOT NULL),
 	ADD UNIQUE (mirror_schema, mirror_table);
+
+-- window size learned from query timeouts (issue 14, point 1;
+-- doc/streaming.md "Large transactions")
+ALTER TABLE mssql_cdc.servers
+	ADD COLUMN window_transactions integer CHECK (window_transactions > 0);

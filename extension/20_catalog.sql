@@ -40,7 +40,12 @@ CREATE TABLE mssql_cdc.servers (
 	fingerprint_window_end mssql_cdc.lsn,
 	fingerprint_lsn mssql_cdc.lsn,
 	fingerprint_tran_id bytea,
-	fingerprint_end_time timestamp		-- tran_end_time, the source's local time
+	fingerprint_end_time timestamp,		-- tran_end_time, the source's local time
+	-- most source transactions per window since a window's change query
+	-- timed out (halved at each timeout, doubled back after many windows
+	-- that ran at it; src/worker_window.c, doc/streaming.md "Large
+	-- transactions"); NULL: only mssql_cdc.batch_max_transactions
+	window_transactions integer CHECK (window_transactions > 0)
 );
 
 -- One row per captured SQL Server table.

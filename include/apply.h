@@ -32,7 +32,28 @@ typedef struct ApplyResult
 {
 	int64		rows;
 	int64		transactions;	/* distinct commit LSNs */
+	/* rows > 0: the commit LSN and time of the last transaction read */
+	MssqlLsn	last_lsn;
+	TimestampTz last_commit_time;	/* 0 when unknown */
+	/* the row budget was spent: only [from, last_lsn] was read */
+	bool		cut;
 } ApplyResult;
+
+/* How a window's change query is read */
+typedef struct ApplyLimits
+{
+	/*
+	 * The window holds one source transaction: read it without ORDER BY
+	 * (change_query.h), so that no server sorts it before the first row.
+	 */
+	bool		one_transaction;
+
+	/*
+	 * > 0: stop at the first transaction boundary at or after this many
+	 * rows (ApplyResult.cut); a transaction is never split.
+	 */
+	int64		row_budget;
+} ApplyLimits;
 
 /*
  * Read [from, to] of the source's capture instance (src, as
@@ -44,7 +65,8 @@ typedef struct ApplyResult
 extern ApplyResult apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 										  const MssqlSourceTable *src, Oid run_as,
 										  const char *server_zone, MssqlDataQueryMode mode,
-										  const MssqlLsn *from, const MssqlLsn *to);
+										  const MssqlLsn *from, const MssqlLsn *to,
+										  const ApplyLimits *limits);
 
 /*
  * Lock the table's state row for the window and make sure it still is

@@ -59,6 +59,8 @@ typedef struct MssqlCdcServer
 	Oid			run_as_oid;		/* InvalidOid if that role no longer exists */
 	bool		paused;
 	int			consecutive_failures;
+	/* most transactions per window since a window timed out; 0: no limit */
+	int			window_transactions;
 } MssqlCdcServer;
 
 /* A row of mssql_cdc.tables joined with its mssql_cdc.table_state */
@@ -121,6 +123,9 @@ extern List *catalog_get_server_names(void);
 
 /* One server row; NULL if absent and missing_ok, else an error. */
 extern MssqlCdcServer *catalog_get_server(const char *server_name, bool missing_ok);
+
+/* servers.window_transactions (worker_window.c); 0 clears it */
+extern void catalog_set_server_window_transactions(const char *server_name, int transactions);
 
 /* The server's tables (MssqlCdcTable *), ordered by table_id. */
 extern List *catalog_get_server_tables(const char *server_name);

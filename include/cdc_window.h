@@ -47,12 +47,14 @@ extern bool cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
  * still moves the checkpoint to max, so cleanup does not overtake quiet
  * tables).  Always a transaction boundary.  Returns false when there is
  * nothing after the checkpoint.  *end_time is the end's commit time, when
- * known (0 otherwise).
+ * known (0 otherwise); *transactions the number of source transactions
+ * in the window (0 or 1: every change row of it has one commit LSN).
  */
 extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 								  const MssqlLsn *max_lsn, int max_transactions,
 								  const char *server_zone,
-								  MssqlLsn *to, TimestampTz *end_time);
+								  MssqlLsn *to, TimestampTz *end_time,
+								  int *transactions);
 
 /*
  * sys.fn_cdc_get_min_lsn(ci).  SQL Server returns 0x00... when the capture

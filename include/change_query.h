@@ -50,6 +50,14 @@
 #define CDC_COL_FIRST_DATA	7
 
 /*
+ * ordered false: no ORDER BY, for a window of ONE source transaction (every
+ * row has the same __$start_lsn).  A sorted read waits for the sort of all
+ * the rows it covers before its first row (function mode always; direct
+ * mode whenever the server's plan does not follow the clustered index), and
+ * db-lib's query_timeout bounds that wait; a read without ORDER BY streams
+ * on any plan.  The staging table's primary key orders those rows
+ * (lsn, command id, seqval, operation) and refuses a repeated one.
+ *
  * Send the change query of one capture instance for [from, to]; columns are
  * CDC_COL_* and then one per element of columns (const MssqlColumn *, read
  * with the type policy's select expression) in order.  The caller reads it
@@ -58,7 +66,7 @@
  */
 extern void cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 							  const char *server_zone, const char *capture_instance,
-							  List *columns, bool update_before,
+							  List *columns, bool update_before, bool ordered,
 							  const MssqlLsn *from, const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CHANGE_QUERY_H */

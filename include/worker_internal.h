@@ -53,6 +53,12 @@ extern MemoryContext worker_connection_context;
  * over mssql_cdc.batch_max_rows, doubled back when windows are small.  It
  * bounds the window by choosing `to`, never by cutting a transaction.
  */
+/*
+ * After a failed iteration, in the transaction that records it: a window
+ * whose change query timed out halves servers.window_transactions
+ * (worker_window.c).
+ */
+extern void worker_window_after_failure(void);
 extern int	worker_window_transactions;
 
 /* What the error context names (cleared by worker_clear_context) */

@@ -455,9 +455,10 @@ change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 ApplyResult
 apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 					   const MssqlSourceTable *src, Oid run_as, const char *server_zone,
-					   MssqlDataQueryMode mode, const MssqlLsn *from, const MssqlLsn *to)
+					   MssqlDataQueryMode mode, const MssqlLsn *from, const MssqlLsn *to,
+					   const ApplyLimits *limits)
 {
-	ApplyResult result = {0, 0};
+	ApplyResult result;
 	List	   *source_cols;
 	const char *capture_instance = src->capture_instance->name;
 	Relation	rel;
@@ -466,7 +467,9 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	ChangeKey	last;
 	bool		have_last = false;
 	int			expected_cols;
+	bool		ordered = !limits->one_transaction;
 
+	memset(&result, 0, sizeof(result));
 	/* the lock INSERT takes anyway; held to commit */
 	rel = open_staging(table);
 	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &source_cols);
@@ -474,8 +477,8 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
 	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols,
-					  table->update_before, from, to);
-	while (tds_next_result(session))
+					  table->update_before, ordered, from, to);
+	while (!result.cut && tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);
 
@@ -515,26 +518,51 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 								tds_session_server_name(session))));
 			}
 			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
+			{
+				/*
+				 * A transaction ended: when the window's row budget is
+				 * spent, the window ends with it (the rest of the result is
+				 * cancelled; the next window starts here).
+				 */
+				if (have_last && limits->row_budget > 0 && result.rows >= limits->row_budget)
+				{
+					result.cut = true;
+					MemoryContextSwitchTo(oldcxt);
+					break;
+				}
 				result.transactions++;
+				if (!cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &result.last_commit_time))
+					result.last_commit_time = 0;
+			}
 			change_row_values(session, unit, &key);
 
-			/* the query orders by these: a repeat or a step back is a broken server */
-			if (have_last && change_key_cmp(&key, &last) <= 0)
+			/*
+			 * The ordered query sorts by these: a repeat or a step back is a
+			 * broken server.  The unordered read of one transaction has them
+			 * in any order; its rows must share one LSN, and the staging
+			 * key refuses a repeat.
+			 */
+			if (have_last && (ordered ? change_key_cmp(&key, &last) <= 0
+							  : mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0))
 			{
 				tds_mark_malformed(session);
 				ereport(ERROR,
 						(errcode(ERRCODE_FDW_ERROR),
-						 errmsg("SQL Server (server \"%s\") returned change rows out of order",
+						 errmsg(ordered ? "SQL Server (server \"%s\") returned change rows out of order"
+								: "SQL Server (server \"%s\") returned change rows of several transactions for a window of one",
 								tds_session_server_name(session))));
 			}
 			last = key;
 			have_last = true;
+			result.last_lsn = key.start_lsn;
 			MemoryContextSwitchTo(oldcxt);
 
 			staging_writer_add(unit->writer, unit->values, unit->nulls);
 			result.rows++;
 		}
 	}
+	if (result.cut)
+		tds_cancel(session);
 
 	staging_unit_close(unit);
 	return result;

@@ -213,7 +213,8 @@ catalog_get_server(const char *server_name, bool missing_ok)
 	args[0] = DirectFunctionCall1(namein, CStringGetDatum(server_name));
 
 	catalog_spi_begin(&scope);
-	if (SPI_execute_with_args("SELECT server_name, run_as, paused, consecutive_failures"
+	if (SPI_execute_with_args("SELECT server_name, run_as, paused, consecutive_failures,"
+							  " window_transactions"
 							  " FROM mssql_cdc.servers"
 							  " WHERE server_name OPERATOR(pg_catalog.=) $1",
 							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
@@ -231,6 +232,10 @@ catalog_get_server(const char *server_name, bool missing_ok)
 		result->paused = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
 		result->consecutive_failures =
 			DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+		result->window_transactions =
+			DatumGetInt32(SPI_getbinval(tuple, desc, 5, &isnull));
+		if (isnull)
+			result->window_transactions = 0;
 	}
 	catalog_spi_end(&scope);
 
@@ -459,6 +464,22 @@ catalog_set_server_condition(const char *server_name, const char *condition, con
 	catalog_update("UPDATE mssql_cdc.servers SET condition = $2, hint = $3"
 				   " WHERE server_name OPERATOR(pg_catalog.=) $1",
 				   3, types, values, nulls);
+}
+
+void
+catalog_set_server_window_transactions(const char *server_name, int transactions)
+{
+	Oid			types[2] = {NAMEOID, INT4OID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+
+	values[0] = DirectFunctionCall1(namein, CStringGetDatum(server_name));
+	values[1] = Int32GetDatum(transactions);
+	if (transactions <= 0)
+		nulls[1] = 'n';
+	catalog_update("UPDATE mssql_cdc.servers SET window_transactions = $2"
+				   " WHERE server_name OPERATOR(pg_catalog.=) $1",
+				   2, types, values, nulls);
 }
 
 void

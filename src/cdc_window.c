@@ -120,7 +120,8 @@ cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
 bool
 cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					  const MssqlLsn *max_lsn, int max_transactions,
-					  const char *server_zone, MssqlLsn *to, TimestampTz *end_time)
+					  const char *server_zone, MssqlLsn *to, TimestampTz *end_time,
+					  int *transactions)
 {
 	StringInfoData sql;
 	int			nrows = 0;
@@ -148,6 +149,7 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 				last_time = 0;
 		}
 
+	*transactions = nrows;
 	if (nrows >= max_transactions)
 	{
 		*to = last;

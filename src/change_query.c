@@ -40,7 +40,7 @@
 void
 cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 				  const char *server_zone, const char *capture_instance,
-				  List *columns, bool update_before,
+				  List *columns, bool update_before, bool ordered,
 				  const MssqlLsn *from, const MssqlLsn *to)
 {
 	StringInfoData sql;
@@ -73,11 +73,14 @@ cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 						   " ON m.start_lsn = c.[__$start_lsn]");
 	if (mode == MSSQL_QUERY_DIRECT)
 		appendStringInfo(&sql,
-						 " WHERE c.[__$start_lsn] >= %s AND c.[__$start_lsn] <= %s%s"
-						 " ORDER BY c.[__$start_lsn], c.[__$command_id], c.[__$seqval], c.[__$operation]",
+						 " WHERE c.[__$start_lsn] >= %s AND c.[__$start_lsn] <= %s%s",
 						 from_lit, to_lit,
 						 update_before ? "" : " AND c.[__$operation] <> 3");
-	else
+	/* unordered: nothing for a server to sort before the first row */
+	if (ordered && mode == MSSQL_QUERY_DIRECT)
+		appendStringInfoString(&sql,
+							   " ORDER BY c.[__$start_lsn], c.[__$command_id], c.[__$seqval], c.[__$operation]");
+	else if (ordered)
 		appendStringInfoString(&sql,
 							   " ORDER BY c.[__$start_lsn], c.[__$seqval], c.[__$operation]");
 	tds_exec(session, sql.data);

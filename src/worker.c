@@ -654,6 +654,7 @@ handle_iteration_error(void)
 								   cond.condition);
 	apply_record_failure(worker_server_name, table_id, edata->message);
 	catalog_set_server_condition(worker_server_name, cond.condition, cond.hint);
+	worker_window_after_failure();
 	/* one broken staging table does not stop the source */
 	park_hint = worker_park_failing_table(table_id, in_window, &window_checkpoint,
 										  cond.condition, edata->hint ? edata->hint : cond.hint,

@@ -311,6 +311,207 @@ note_capture_instance_switches(List *ready, List *instances, List *switches,
 }
 
 /*
+ * Window size learned from query timeouts (doc/streaming.md "Large
+ * transactions").  A sorted change query waits for the sort of everything it
+ * covers before its first row, and query_timeout bounds that wait: a window
+ * whose read timed out is retried with half as many transactions, down to
+ * one, which is read without ORDER BY and so is never sorted.  The limit is
+ * kept in mssql_cdc.servers.window_transactions, written by the failure's
+ * own transaction (the worker exits after a failure and the launcher starts
+ * it again, so nothing in memory survives it), and doubled back after
+ * WINDOW_LIMIT_PROBATION windows that ran at it.
+ */
+#define WINDOW_LIMIT_PROBATION 64
+
+/* transactions of the window whose read timed out; 0: none */
+static int	window_timed_out = 0;
+
+/* windows in a row that ran at the persisted limit */
+static int	windows_at_limit = 0;
+
+static void
+note_read_failure(int transactions)
+{
+	const TdsRemoteError *err = tds_session_last_error(worker_session);
+
+	if (err != NULL && err->kind == TDS_ERROR_TIMEOUT)
+		window_timed_out = Max(transactions, 1);
+}
+
+void
+worker_window_after_failure(void)
+{
+	int			limit = Max(1, window_timed_out / 2);
+
+	if (window_timed_out <= 0)
+		return;
+	if (window_timed_out <= 1)
+		ereport(WARNING,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("mssql_cdc source \"%s\": reading one source transaction timed out",
+						worker_server_name),
+				 errhint("One transaction is read without ORDER BY and cannot be split; raise the server's query_timeout.")));
+	else
+		ereport(LOG,
+				(errmsg("mssql_cdc source \"%s\": reading a window of %d source transactions timed out; windows hold at most %d from now on",
+						worker_server_name, window_timed_out, limit)));
+	window_timed_out = 0;
+	windows_at_limit = 0;
+	catalog_set_server_window_transactions(worker_server_name, limit);
+}
+
+/*
+ * A window that ran at the limit without timing out: after enough of them
+ * the limit doubles (in the window's transaction); it goes away at
+ * batch_max_transactions.
+ */
+static void
+relax_window_limit(MssqlCdcServer *server, int transactions)
+{
+	int			limit = server->window_transactions;
+
+	if (limit <= 0 || transactions < limit || ++windows_at_limit < WINDOW_LIMIT_PROBATION)
+		return;
+	windows_at_limit = 0;
+	limit = limit * 2 >= mssql_cdc_batch_max_transactions ? 0 : limit * 2;
+	catalog_set_server_window_transactions(worker_server_name, limit);
+	server->window_transactions = limit;
+}
+
+/* The highest transaction read by tables 0..last (with rows), and its time */
+static void
+last_read_end(const ApplyResult *results, int last, MssqlLsn *to, TimestampTz *end_time)
+{
+	bool		found = false;
+	int			j;
+
+	for (j = 0; j <= last; j++)
+	{
+		if (results[j].rows <= 0)
+			continue;
+		if (!found || mssql_lsn_cmp(&results[j].last_lsn, to) > 0)
+		{
+			*to = results[j].last_lsn;
+			*end_time = results[j].last_commit_time;
+		}
+		found = true;
+	}
+}
+
+/* Did a table read before `cut` read rows after end? */
+static bool
+read_beyond(const ApplyResult *results, int cut, const MssqlLsn *end)
+{
+	int			j;
+
+	for (j = 0; j < cut; j++)
+		if (results[j].rows > 0 && mssql_lsn_cmp(&results[j].last_lsn, end) > 0)
+			return true;
+	return false;
+}
+
+/*
+ * Read the window's rows into every ready table's staging table, in the
+ * window's transaction (begun here, left open).  The window holds at most
+ * mssql_cdc.batch_max_rows rows, up to the end of the transaction that
+ * reaches them: the table whose read spends the budget ends the window
+ * there (*to, *end_time) for the tables after it.  When a table read before
+ * it has rows beyond that end, the transaction is rolled back and true
+ * returned: read it again with the new end (which then cuts nothing: each
+ * table's budget can only grow).
+ */
+static bool
+read_window(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
+			const MssqlLsn *from, MssqlLsn *to, TimestampTz *end_time, int transactions,
+			ApplyResult *results, int64 *window_rows, int64 *window_transactions_seen)
+{
+	ApplyLimits limits;
+	bool		budget_spent = false;
+	ListCell   *lc;
+	ListCell   *lc2;
+	ListCell   *lc3;
+	int			i = 0;
+
+	limits.one_transaction = transactions <= 1;
+	*window_rows = 0;
+	*window_transactions_seen = 0;
+	worker_begin_xact();
+	source_fingerprint_lock(worker_server_name);
+	forthree(lc, ready, lc2, instances, lc3, switches)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+		MssqlSourceTable *src = lfirst(lc2);
+		StagingDiff *switch_diff = lfirst(lc3);
+
+		worker_ctx_table_id = table->table_id;
+		worker_ctx_capture_instance = src->capture_instance->name;
+		/*
+		 * a concurrent remove_table/resnapshot wins, and a settings change
+		 * (alter_table, pause) takes effect here: the table sits this one out
+		 */
+		if (!apply_lock_table_state(table->table_id, checkpoint) ||
+			!table_settings_current(table))
+		{
+			results[i++].rows = -1;
+			continue;
+		}
+		/*
+		 * From here a failure is this table's (worker_staging_park.c): its
+		 * staging table must still have the shape the rows are written in
+		 */
+		worker_ctx_window_table = true;
+		worker_ctx_window_checkpoint = *checkpoint;
+		/* the switch commits with the first rows read from the new instance */
+		if (switch_diff != NULL)
+			ci_switch_commit(table, table->capture_instance, src, switch_diff, from,
+							 worker_args.run_as);
+		worker_check_staging_shape(table, src);
+		limits.row_budget = budget_spent ? 0 : Max(1, mssql_cdc_batch_max_rows - *window_rows);
+		PG_TRY();
+		{
+			results[i] = apply_capture_instance(worker_session, table, src,
+												worker_args.run_as, worker_server_zone,
+												worker_data_query_mode(), from, to, &limits);
+		}
+		PG_CATCH();
+		{
+			note_read_failure(transactions);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		worker_ctx_window_table = false;
+		*window_rows += results[i].rows;
+		*window_transactions_seen = Max(*window_transactions_seen, results[i].transactions);
+		if (results[i].cut)
+		{
+			budget_spent = true;
+			*to = results[i].last_lsn;
+			*end_time = results[i].last_commit_time;
+			worker_ctx_to = *to;
+			if (read_beyond(results, i, to))
+			{
+				worker_ctx_capture_instance = NULL;
+				worker_ctx_table_id = 0;
+				worker_abort_xact();
+				return true;
+			}
+		}
+		else if (!budget_spent && *window_rows >= mssql_cdc_batch_max_rows &&
+				 lnext(ready, lc) != NULL)
+		{
+			/* spent with this table's last row: the window ends there */
+			budget_spent = true;
+			last_read_end(results, i, to, end_time);
+			worker_ctx_to = *to;
+		}
+		i++;
+	}
+	worker_ctx_capture_instance = NULL;
+	worker_ctx_table_id = 0;
+	return false;
+}
+
+/*
  * Apply one window to a group of tables that share checkpoint `checkpoint`.
  * Returns true when the window was full (more work is waiting).
  */
@@ -331,15 +532,19 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	MssqlLsn   *marks;
 	SourceFingerprint fingerprint;
 	ListCell   *lc;
-	ListCell   *lc2;
-	ListCell   *lc3;
 	int64		window_rows = 0;
 	int64		window_transactions_seen = 0;
 	int			i;
+	int			max_transactions;
+	int			transactions;
+	MssqlLsn	chosen_to;
 
 	*reached = *checkpoint;
 	if (!mssql_lsn_increment(checkpoint, &from))
 		return false;
+	max_transactions = worker_window_transactions;
+	if (server->window_transactions > 0)
+		max_transactions = Min(max_transactions, server->window_transactions);
 
 	/*
 	 * Which capture instance each table reads.  A successor starting at S
@@ -363,9 +568,10 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		ci_route_open_transactions(worker_session, &plans[i], &from, &window_max);
 		i++;
 	}
-	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, worker_window_transactions,
-							   worker_server_zone, &to, &end_time))
+	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, max_transactions,
+							   worker_server_zone, &to, &end_time, &transactions))
 		return false;
+	chosen_to = to;
 	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
 		end_time = max_time;
 
@@ -398,48 +604,9 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	results = palloc0(sizeof(ApplyResult) * list_length(ready));
 
 	/* THE window: every table's rows and checkpoints, one transaction */
-	worker_begin_xact();
-	source_fingerprint_lock(worker_server_name);
-	i = 0;
-	forthree(lc, ready, lc2, instances, lc3, switches)
-	{
-		MssqlCdcTable *table = lfirst(lc);
-		MssqlSourceTable *src = lfirst(lc2);
-		StagingDiff *switch_diff = lfirst(lc3);
-
-		worker_ctx_table_id = table->table_id;
-		worker_ctx_capture_instance = src->capture_instance->name;
-		/*
-		 * a concurrent remove_table/resnapshot wins, and a settings change
-		 * (alter_table, pause) takes effect here: the table sits this one out
-		 */
-		if (!apply_lock_table_state(table->table_id, checkpoint) ||
-			!table_settings_current(table))
-		{
-			results[i++].rows = -1;
-			continue;
-		}
-		/*
-		 * From here a failure is this table's (worker_staging_park.c): its
-		 * staging table must still have the shape the rows are written in
-		 */
-		worker_ctx_window_table = true;
-		worker_ctx_window_checkpoint = *checkpoint;
-		/* the switch commits with the first rows read from the new instance */
-		if (switch_diff != NULL)
-			ci_switch_commit(table, table->capture_instance, src, switch_diff, &from,
-							 worker_args.run_as);
-		worker_check_staging_shape(table, src);
-		results[i] = apply_capture_instance(worker_session, table, src,
-											worker_args.run_as, worker_server_zone,
-											worker_data_query_mode(), &from, &to);
-		worker_ctx_window_table = false;
-		window_rows += results[i].rows;
-		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
-		i++;
-	}
-	worker_ctx_capture_instance = NULL;
-	worker_ctx_table_id = 0;
+	while (read_window(ready, instances, switches, checkpoint, &from, &to, &end_time,
+					   transactions, results, &window_rows, &window_transactions_seen))
+		memset(results, 0, sizeof(ApplyResult) * list_length(ready));
 
 	/* nothing of the window may have been removed by cleanup during the read */
 	overrun = palloc(sizeof(bool) * list_length(ready));
@@ -463,6 +630,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	}
 	if (fingerprint.known)
 		source_fingerprint_store(worker_server_name, &fingerprint);
+	relax_window_limit(server, transactions);
 	worker_end_failure_streak(server);
 	worker_commit_xact();
 	cdc_slot_report_success();
@@ -470,8 +638,14 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	worker_ctx_has_range = false;
 	note_capture_instance_switches(ready, instances, switches, results, &from);
 
-	/* adapt the next window's size to mssql_cdc.batch_max_rows */
-	if (window_rows > mssql_cdc_batch_max_rows && worker_window_transactions > 1)
+	/*
+	 * adapt the next window's size to mssql_cdc.batch_max_rows: a window the
+	 * row budget ended early held as many transactions as fit (the next one
+	 * then reads, and on a sorting server sorts, no more than it applies)
+	 */
+	if (mssql_lsn_cmp(&to, &chosen_to) < 0)
+		worker_window_transactions = Max(1, (int) window_transactions_seen);
+	else if (window_rows > mssql_cdc_batch_max_rows && worker_window_transactions > 1)
 		worker_window_transactions = Max(1, worker_window_transactions / 2);
 	else if (window_rows < mssql_cdc_batch_max_rows / 4)
 		worker_window_transactions = Min(mssql_cdc_batch_max_transactions,

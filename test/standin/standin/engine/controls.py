@@ -191,6 +191,17 @@ def c_set_option(eng, args):
     return {name: value}
 
 
+def c_sort_cost(eng, args):
+    """sort_cost {us_per_row}: what a blocking Sort costs before its first
+    row, in microseconds per input row (ENGINE.md "Sorts take time")."""
+    cost = float(args.get("us_per_row", 0))
+    if not 0 <= cost <= 1e6:
+        raise ValueError("us_per_row must be within 0..1000000")
+    with eng.lock:
+        eng.options["sort_row_cost_us"] = cost
+    return {"sort_row_cost_us": cost}
+
+
 def c_stats(eng, args):
     with eng.lock:
         out = {"seq": eng.seq, "active_snapshots": sum(eng.active_snaps.values()),
@@ -519,5 +530,5 @@ CONTROLS = {
     "set_capture_interval": c_set_interval, "cleanup": c_cleanup, "stats": c_stats,
     "fill_table": c_fill_table, "deny_select": c_deny_select, "wkb_byte_order": c_wkb_byte_order,
     "capture_options": c_capture_options, "security_options": c_security_options, "restore": c_restore,
-    "set_option": c_set_option, "clock": c_clock,
+    "set_option": c_set_option, "clock": c_clock, "sort_cost": c_sort_cost,
 }

@@ -54,7 +54,7 @@ class Engine:
                         "dummy_rows": "every", "empty_scans": "rows", "null_role_access": "select",
                         "enable_table_waits": True, "wkb_big_endian": False,
                         "split_update_seqval": "shared", "unique_update": "split",
-                        "current_timezone_id": True}
+                        "current_timezone_id": True, "sort_row_cost_us": 0}
         self.options.update(options)
         for name, allowed in OPTION_CHOICES.items():
             if self.options[name] not in allowed:

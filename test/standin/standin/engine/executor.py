@@ -183,6 +183,10 @@ class Executor:
             # for the column formats this way and loops on rows it did not expect
             return [ResultSet(res.columns, iter(()))]
         rows = res.rows
+        if res.lazy:
+            # a blocking Sort with its cost: it runs, and waits, outside the
+            # engine lock, so other sessions are not held up by it
+            return [ResultSet(res.columns, self._rows_with_count(ctx.session, rows))]
         # Pull the first row now: errors such as 313/3952/245 must come before
         # any metadata is sent, as in SQL Server.
         first = []

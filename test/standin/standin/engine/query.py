@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import decimal
 import operator
+import time
 
 from ..results import CachedRow, SqlError
 from ..sqltypes import Column, SqlType
@@ -400,9 +401,34 @@ def _exact_family(src, dst):
 # ------------------------------------------------------------------ execution
 
 class SelectResult:
-    def __init__(self, columns, rows):
+    """lazy: the rows are a blocking Sort that has not run yet (engine
+    option sort_row_cost_us, ENGINE.md "Sorts take time"): the caller must
+    not pull the first row under the engine lock."""
+
+    def __init__(self, columns, rows, lazy=False):
         self.columns = columns
         self.rows = rows
+        self.lazy = lazy
+
+
+def _sorted_later(ctx, stream, order_fns):
+    """A Sort with its cost: reads and sorts every input row (the scan takes
+    the engine lock per chunk, as a streaming read does, so other sessions
+    run meanwhile), then waits rows x sort_row_cost_us before the first row;
+    an ATTENTION ends the wait."""
+    session = ctx.session
+    mat = []
+    for item in stream:
+        mat.append(item)
+        if len(mat) % CHUNK == 0 and session.cancelled:
+            return
+    _sort3(mat, order_fns)
+    deadline = time.monotonic() + len(mat) * (ctx.engine.options.get("sort_row_cost_us") or 0) / 1e6
+    while not session.cancelled and time.monotonic() < deadline:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    if session.cancelled:
+        return
+    yield from mat
 
 
 def build_source(ctx, src, line):
@@ -793,7 +819,11 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     if sel.distinct:
         stream = _distinct(stream, columns)
 
-    if order_fns and not natural_ok:
+    lazy = False
+    if order_fns and not natural_ok and ctx.engine.options.get("sort_row_cost_us"):
+        stream = _sorted_later(ctx, stream, order_fns)
+        lazy = True
+    elif order_fns and not natural_ok:
         mat = [(p, s, rv) for p, s, rv in stream]
         _sort3(mat, order_fns)
         stream = iter(mat)
@@ -817,7 +847,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         def out():
             for p, s, rv in stream:
                 yield p
-    return SelectResult(columns, out())
+    return SelectResult(columns, out(), lazy)
 
 
 def _row_count_value(ctx, e, line):

@@ -468,6 +468,13 @@ class Connection:
                     parts = []
                     first_status = None
         except (P.ConnectionClosed, P.ProtocolError) as exc:
+            # a request of a connection that is gone ends (a long Sort of
+            # ENGINE.md "Sorts take time" stops reading its rows)
+            if self.session is not None:
+                try:
+                    self.session.cancelled = True
+                except AttributeError:
+                    pass
             self.requests.put(None)
 
     def _serve(self) -> None:
