@@ -92,6 +92,7 @@ worker_apply_windows(MssqlCdcServer *server, List *streaming, const MssqlLsn *ma
 	bool		oldest = true;	/* the head group is the oldest of the iteration */
 	int			windows = 0;	/* of the head group */
 	bool		busy = false;
+	bool		refresh = false;	/* catch-up windows ran since the poll */
 
 	while (groups != NIL)
 	{
@@ -106,6 +107,20 @@ worker_apply_windows(MssqlCdcServer *server, List *streaming, const MssqlLsn *ma
 		if (ahead != NIL)
 			cap = ((MssqlCdcTable *) linitial(ahead))->checkpoint_lsn;
 		CHECK_FOR_INTERRUPTS();
+
+		/*
+		 * The capture instances as of now, not as of the poll, once windows
+		 * of groups behind took time: a window plans its instance from them
+		 * and takes a vanished one for a permission problem.  (Successors
+		 * created since start after the poll's max LSN, which bounds every
+		 * window of the iteration.)
+		 */
+		if (refresh)
+		{
+			if (!worker_check_cdc_enabled(streaming))
+				return busy;
+			refresh = false;
+		}
 		full = worker_apply_window(server, group, &checkpoint, max_lsn, max_time,
 								   ahead != NIL ? &cap : NULL, &reached, &advanced);
 		windows++;
@@ -135,6 +150,7 @@ worker_apply_windows(MssqlCdcServer *server, List *streaming, const MssqlLsn *ma
 			((oldest && windows < 2) || !catch_up_time_spent(started)))
 		{
 			linitial(groups) = advanced;
+			refresh = true;
 			continue;
 		}
 		groups = list_delete_first(groups);
