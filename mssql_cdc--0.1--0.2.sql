@@ -301,11 +301,28 @@ SELECT
 	END AS hint,
 	w.pid AS worker_pid,
 	w.encrypted,
-	w.certificate_validated
+	w.certificate_validated,
+	-- behind the most advanced checkpoint of the source's streaming tables:
+	-- it reads windows of its own until it meets them, and until then a
+	-- source transaction that also changed a table ahead is applied there
+	-- first (doc/streaming.md, "Tables that catch up")
+	coalesce(behind.lsn IS NOT NULL, false) AS catching_up,
+	behind.lsn AS catching_up_to
 FROM mssql_cdc.tables t
 JOIN mssql_cdc.servers sv ON sv.server_name OPERATOR(pg_catalog.=) t.server_name
 LEFT JOIN mssql_cdc.table_state ts ON ts.table_id OPERATOR(pg_catalog.=) t.table_id
 LEFT JOIN mssql_cdc.worker_state() w ON w.server_name OPERATOR(pg_catalog.=) t.server_name
+-- the lead checkpoint of each source: of its streaming tables not paused
+LEFT JOIN (SELECT lt.server_name, mssql_cdc.max(ls.checkpoint_lsn) AS lsn
+	FROM mssql_cdc.tables lt
+	JOIN mssql_cdc.table_state ls ON ls.table_id OPERATOR(pg_catalog.=) lt.table_id
+	WHERE NOT lt.paused AND ls.phase OPERATOR(pg_catalog.=) 'streaming'
+	GROUP BY lt.server_name) src_lead ON src_lead.server_name OPERATOR(pg_catalog.=) t.server_name
+CROSS JOIN LATERAL (SELECT
+	CASE WHEN NOT t.paused AND ts.phase OPERATOR(pg_catalog.=) 'streaming'
+			AND ts.checkpoint_lsn OPERATOR(mssql_cdc.<) src_lead.lsn
+		THEN src_lead.lsn
+	END AS lsn) behind
 -- the failure being retried or that parked the table (the newer one, as for
 -- last_error), else a warning; none while paused or once the next unit
 -- succeeded
@@ -325,7 +342,8 @@ CROSS JOIN LATERAL (SELECT
 
 COMMENT ON VIEW mssql_cdc.status IS
 	'One row per captured table: state, checkpoint, lag, counters, last error, active condition with a hint, worker pid, '
-	'and whether the worker''s connection to SQL Server is encrypted with a validated certificate';
+	'whether the worker''s connection to SQL Server is encrypted with a validated certificate, '
+	'and whether the table is catching up to the checkpoint of the source''s other tables';
 
 REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
 GRANT SELECT ON mssql_cdc.status TO pg_monitor;

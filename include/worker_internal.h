@@ -150,13 +150,28 @@ extern bool worker_check_cdc_enabled(List *tables);
 /* ---- worker_window.c ---------------------------------------------------- */
 
 /*
- * Apply one window to a group of tables that share `checkpoint`.  Returns
- * true when the window was full (more work is waiting); *reached is the
- * checkpoint the group has afterwards.
+ * Apply one window to a group of tables that share `checkpoint`, ending at
+ * `cap` at the latest (NULL: no cap).  Returns true when the window was
+ * full (more work is waiting); *reached is the checkpoint the group has
+ * afterwards, and the tables that reached it and may read on in this
+ * iteration are appended to *advanced.
  */
 extern bool worker_apply_window(MssqlCdcServer *server, List *group,
 								const MssqlLsn *checkpoint, const MssqlLsn *max_lsn,
-								TimestampTz max_time, MssqlLsn *reached);
+								TimestampTz max_time, const MssqlLsn *cap,
+								MssqlLsn *reached, List **advanced);
+
+/* ---- worker_catch_up.c -------------------------------------------------- */
+
+/*
+ * The windows of one iteration for the streaming tables (sorted by
+ * checkpoint): groups behind others catch up and join them.  Returns true
+ * when more work is waiting; *lead is raised to the most advanced
+ * checkpoint reached.
+ */
+extern bool worker_apply_windows(MssqlCdcServer *server, List *streaming,
+								 const MssqlLsn *max_lsn, TimestampTz max_time,
+								 MssqlLsn *lead);
 
 /* list_sort comparator: by checkpoint, then table id */
 extern int	worker_compare_by_checkpoint(const ListCell *a, const ListCell *b);

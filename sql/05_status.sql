@@ -101,6 +101,19 @@ UPDATE mssql_cdc.table_state SET warning = 'snapshot_isolation_off', warning_hin
  WHERE table_id IN (:stock_id, :bins_id);
 SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
 
+-- A streaming table behind the most advanced checkpoint of the source's
+-- streaming tables is catching up to it (a snapshot in progress is not
+-- streaming yet) ...
+UPDATE mssql_cdc.table_state SET checkpoint_lsn = '0x000000100000004000DD' WHERE table_id = :bins_id;
+SELECT source_table, state, checkpoint_lsn, catching_up, catching_up_to
+  FROM mssql_cdc.status ORDER BY source_table;
+-- ... and a paused table neither catches up nor leads.
+SELECT mssql_cdc.pause('wms', 'dbo.moves');
+SELECT source_table, state, catching_up, catching_up_to FROM mssql_cdc.status ORDER BY source_table;
+SELECT mssql_cdc.resume('wms', 'dbo.moves');
+UPDATE mssql_cdc.table_state SET phase = 'snapshotting' WHERE table_id = :bins_id;
+SELECT source_table, state, catching_up, catching_up_to FROM mssql_cdc.status ORDER BY source_table;
+
 -- Paused wins over every other state, and shows no condition.
 UPDATE mssql_cdc.servers SET consecutive_failures = 3 WHERE server_name = 'wms';
 SELECT mssql_cdc.pause('wms');

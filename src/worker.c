@@ -8,9 +8,10 @@
  * One iteration: read the server's catalog rows (exit when paused or
  * removed: the launcher will not restart us), (re)connect, poll
  * sys.fn_cdc_get_max_lsn(), start 'never' tables at that LSN and start the
- * snapshot of 'initial' tables (record L0), then apply one window per group
- * of tables that share a checkpoint, and last copy snapshot chunks for up
- * to a poll interval (snapshot.c) so that streaming tables get their
+ * snapshot of 'initial' tables (record L0), then apply the windows of the
+ * groups of tables that share a checkpoint (worker_catch_up.c: groups
+ * behind catch up and join the others), and last copy snapshot chunks for
+ * up to a poll interval (snapshot.c) so that streaming tables get their
  * windows between those runs.
  *
  * A window [from, to] ends on a source transaction boundary (cdc_window.c)
@@ -18,9 +19,9 @@
  * checkpoint of every table in it (apply.c).  A crash, a SIGTERM or an
  * error at any point therefore leaves both the rows and the checkpoint, or
  * neither; resume is exact because from = increment(checkpoint).  A table
- * that is behind (added later) catches up in its own windows so it never
- * holds the others back; once it reaches the same checkpoint it joins
- * their windows.
+ * that is behind (added later, resumed) catches up in its own windows so it
+ * never holds the others back; its windows end at the checkpoint of the
+ * tables ahead at the latest, so it meets them and joins their windows.
  *
  * Errors: one iteration runs under PG_TRY.  On error the transaction is
  * rolled back, the TDS worker_session closed (it may be mid-result), the error
@@ -528,7 +529,7 @@ run_iteration(void)
 			snapshotting = table;
 	}
 
-	/* one window per group of tables with the same checkpoint, oldest first */
+	/* groups of tables with the same checkpoint, oldest first (worker_catch_up.c) */
 	list_sort(streaming, worker_compare_by_checkpoint);
 
 	/*
@@ -541,26 +542,8 @@ run_iteration(void)
 		lead = ((MssqlCdcTable *) llast(streaming))->checkpoint_lsn;
 		has_lead = true;
 		report_lag(&lead, &max_lsn);
-	}
-	while (streaming != NIL)
-	{
-		MssqlCdcTable *first = linitial(streaming);
-		List	   *group = NIL;
-		MssqlLsn	reached;
-
-		while (streaming != NIL &&
-			   mssql_lsn_cmp(&((MssqlCdcTable *) linitial(streaming))->checkpoint_lsn,
-							 &first->checkpoint_lsn) == 0)
-		{
-			group = lappend(group, linitial(streaming));
-			streaming = list_delete_first(streaming);
-		}
-		CHECK_FOR_INTERRUPTS();
-		if (worker_apply_window(server, group, &first->checkpoint_lsn, &max_lsn, max_time,
-						 &reached))
+		if (worker_apply_windows(server, streaming, &max_lsn, max_time, &lead))
 			busy = true;
-		if (mssql_lsn_cmp(&reached, &lead) > 0)
-			lead = reached;
 	}
 	if (has_lead)
 		report_lag(&lead, &max_lsn);

@@ -512,12 +512,18 @@ read_window(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 }
 
 /*
- * Apply one window to a group of tables that share checkpoint `checkpoint`.
- * Returns true when the window was full (more work is waiting).
+ * Apply one window to a group of tables that share checkpoint `checkpoint`,
+ * ending at `cap` at the latest when it is not NULL (the checkpoint of the
+ * group ahead, worker_catch_up.c).  Returns true when the window was full
+ * (more work is waiting).  The tables that committed it get their new
+ * checkpoint in memory too, and those that may read on in this iteration
+ * (not parked, and not switched to a new capture instance, which the next
+ * catalog read describes) are appended to *advanced.
  */
 bool
 worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpoint,
-			 const MssqlLsn *max_lsn, TimestampTz max_time, MssqlLsn *reached)
+			 const MssqlLsn *max_lsn, TimestampTz max_time, const MssqlLsn *cap,
+			 MssqlLsn *reached, List **advanced)
 {
 	MssqlLsn	from;
 	MssqlLsn	to;
@@ -532,6 +538,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	MssqlLsn   *marks;
 	SourceFingerprint fingerprint;
 	ListCell   *lc;
+	ListCell   *lc2;
 	int64		window_rows = 0;
 	int64		window_transactions_seen = 0;
 	int			i;
@@ -553,6 +560,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	 * window, and the next window, from S on, switches.
 	 */
 	window_max = *max_lsn;
+	if (cap != NULL && mssql_lsn_cmp(cap, &window_max) < 0)
+		window_max = *cap;
 	plans = palloc(sizeof(CiPlan) * list_length(group));
 	i = 0;
 	foreach(lc, group)
@@ -637,6 +646,17 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	worker_ctx_table_id = 0;
 	worker_ctx_has_range = false;
 	note_capture_instance_switches(ready, instances, switches, results, &from);
+	i = 0;
+	forboth(lc, ready, lc2, switches)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (results[i++].rows < 0)
+			continue;
+		table->checkpoint_lsn = to;
+		if (lfirst(lc2) == NULL)
+			*advanced = lappend(*advanced, table);
+	}
 
 	/*
 	 * adapt the next window's size to mssql_cdc.batch_max_rows: a window the
