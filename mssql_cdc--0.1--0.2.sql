@@ -121,13 +121,16 @@ CREATE FUNCTION mssql_cdc.add_table(
 	retention interval DEFAULT NULL,
 	include_columns text[] DEFAULT NULL,
 	exclude_columns text[] DEFAULT NULL,
-	update_before boolean DEFAULT true)
+	update_before boolean DEFAULT true,
+	mirror boolean DEFAULT false,
+	mirror_table text DEFAULT NULL,
+	changelog boolean DEFAULT true)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) FROM PUBLIC;
 DO $upgrade$
 DECLARE
 	grantee text;
@@ -135,7 +138,7 @@ BEGIN
 	FOREACH grantee IN ARRAY pg_catalog.string_to_array(
 		pg_catalog.current_setting('mssql_cdc_upgrade.add_table_grantees'), ',')
 	LOOP
-		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) TO '
+		EXECUTE 'GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) TO '
 			OPERATOR(pg_catalog.||) grantee;
 	END LOOP;
 END

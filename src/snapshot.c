@@ -46,6 +46,7 @@
 #include "utils/memutils.h"
 
 #include "apply.h"
+#include "mirror.h"
 #include "mssql_cdc.h"
 #include "snapshot.h"
 #include "tds_convert.h"
@@ -521,6 +522,8 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 		}
 	}
 	apply_snapshot_finish(ins);
+	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
+						  apply_snapshot_first_seqval(ins));
 	if (copied > 0)
 	{
 		/* in the caller's context: it becomes the table's resume point */

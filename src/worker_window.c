@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "cdc_window.h"
 #include "error_condition.h"
+#include "mirror.h"
 #include "mssql_cdc.h"
 #include "shmem.h"
 #include "source_identity.h"
@@ -433,6 +434,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		results[i] = apply_capture_instance(worker_session, table, src,
 											worker_args.run_as, worker_server_zone,
 											worker_data_query_mode(), &from, &to);
+		/* the mirror changes with the rows, in the window's transaction */
+		mirror_apply_window(table, src, worker_args.run_as, &from, &to);
 		worker_ctx_window_table = false;
 		window_rows += results[i].rows;
 		window_transactions_seen = Max(window_transactions_seen, results[i].transactions);
