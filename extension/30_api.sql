@@ -20,11 +20,14 @@ CREATE FUNCTION mssql_cdc.add_table(
 	retention interval DEFAULT NULL,
 	include_columns text[] DEFAULT NULL,
 	exclude_columns text[] DEFAULT NULL,
-	update_before boolean DEFAULT true)
+	update_before boolean DEFAULT true,
+	mirror boolean DEFAULT false,
+	mirror_table text DEFAULT NULL,
+	changelog boolean DEFAULT true)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'mssql_cdc_add_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) IS
+COMMENT ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) IS
 	'Start capturing a SQL Server table (e.g. ''dbo.orders'') of a mssql_cdc server; returns its table_id';
 
 CREATE FUNCTION mssql_cdc.remove_table(server name, source_table text)
@@ -55,7 +58,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.resnapshot(name, text) IS
 	'Discard a table''s progress and copy it again from a new snapshot';
 
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) FROM PUBLIC;
 CREATE FUNCTION mssql_cdc.set_table_option(server name, source_table text, option text, value text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_set_table_option'

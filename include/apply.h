@@ -108,6 +108,9 @@ extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
 
 extern void apply_snapshot_finish(SnapshotInsert *ins);
 
+/* The _cdc_seqval of the chunk's first row (mirror_apply_snapshot) */
+extern const MssqlLsn *apply_snapshot_first_seqval(const SnapshotInsert *ins);
+
 /*
  * pending -> snapshotting with L0, the row estimate (< 0: unknown) and the
  * start time, counters cleared.  False when the table is no longer pending

@@ -42,6 +42,13 @@ typedef enum SnapshotIsolation
 } SnapshotIsolation;
 
 /*
+ * Whether the source database allows SNAPSHOT isolation (logged once when
+ * it does not: reads then run under READ COMMITTED).  Also used by
+ * verify().
+ */
+extern SnapshotIsolation snapshot_isolation_check(TdsSession *session);
+
+/*
  * Why the table cannot be snapshotted (no primary key, a key column type
  * that cannot be paged), as a message for phase 'error'; NULL if it can.
  */

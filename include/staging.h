@@ -32,6 +32,7 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
@@ -57,6 +58,21 @@ extern char *staging_default_name(const char *server_name, const char *source_sc
  * digits of a hash of the full name (PostgreSQL would silently truncate).
  */
 extern char *staging_column_name(const char *source_name);
+
+/* The staging column name of a source column (pg_name, else the rule above) */
+extern const char *staging_column_of(const MssqlColumn *col);
+
+/*
+ * Run DDL text (SPI, one or more utility statements) with search_path
+ * pg_catalog, as the current user; what names it in the error.
+ */
+extern void staging_execute_ddl(const char *ddl, const char *what);
+
+/*
+ * "    name type[ NOT NULL],\n" for every staged column of cols (mapped
+ * types; only key columns NOT NULL), as staging and mirror tables have them.
+ */
+extern void staging_append_column_defs(StringInfo ddl, const MssqlColumn *cols, int ncols);
 
 /*
  * The SQL that creates the staging table: CREATE TABLE with the primary key,

@@ -19,7 +19,7 @@ SELECT count(*) FROM mssql_cdc.status;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
-GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean),
+GRANT EXECUTE ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
   mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
   TO regress_cdc_alice, regress_cdc_bob;
@@ -130,7 +130,7 @@ REVOKE regress_cdc_alice FROM regress_cdc_bob;
 DROP USER MAPPING FOR regress_cdc_alice SERVER crm;
 REVOKE ALL ON SCHEMA cdc_staging FROM regress_cdc_alice;
 REVOKE ALL ON FOREIGN SERVER crm FROM regress_cdc_alice;
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean),
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
   mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
   FROM regress_cdc_alice;
@@ -146,7 +146,7 @@ SELECT count(*) AS servers_left FROM mssql_cdc.servers;
 -- clean up
 DROP USER MAPPING FOR PUBLIC SERVER crm;
 REVOKE ALL ON FOREIGN SERVER crm FROM regress_cdc_bob;
-REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean),
+REVOKE ALL ON FUNCTION mssql_cdc.add_table(name, text, text, text, text, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean),
   mssql_cdc.remove_table(name, text), mssql_cdc.pause(name), mssql_cdc.resume(name),
   mssql_cdc.resnapshot(name, text), mssql_cdc.set_table_option(name, text, text, text)
   FROM regress_cdc_bob;

@@ -49,6 +49,7 @@
 #include "catalog.h"
 #include "column_selection.h"
 #include "launcher.h"
+#include "mirror.h"
 #include "mssql_cdc.h"
 #include "options.h"
 #include "source_name.h"
@@ -216,7 +217,8 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
  *                     on_retention_overrun text, start_at text,
  *                     snapshot_filter text, partition_interval interval,
  *                     retention interval, include_columns text[],
- *                     exclude_columns text[], update_before boolean) → integer
+ *                     exclude_columns text[], update_before boolean,
+ *                     mirror boolean, mirror_table text, changelog boolean) → integer
  */
 Datum
 mssql_cdc_add_table(PG_FUNCTION_ARGS)
@@ -250,6 +252,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	ColumnSelection selection;
 	bool		selection_empty;
 	bool		update_before;
+	MirrorChoice mirror;
+	Oid			mirror_nspid = InvalidOid;
+	char	   *mirror_relname = NULL;
 
 	api_require_argument(fcinfo, 0, "server");
 	api_require_argument(fcinfo, 1, "source_table");
@@ -304,6 +309,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 						PG_ARGISNULL(10) ? "exclude_columns" : "include_columns"),
 				 errhint("Pass NULL (the default) to stage every captured column.")));
 
+	mirror_choice_from_args(fcinfo, 13, 14, 15, &mirror);
+
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
 
@@ -314,6 +321,21 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	else
 		staging_names = textToQualifiedNameList(PG_GETARG_TEXT_PP(2));
 	staging_nspid = resolve_staging_namespace(staging_names, &staging_relname);
+	if (mirror.mirror && mirror.names != NIL)
+		mirror_nspid = resolve_staging_namespace(mirror.names, &mirror_relname);
+	else if (mirror.mirror)
+	{
+		/* default: next to the staging table (doc/mirror.md) */
+		mirror_nspid = staging_nspid;
+		mirror_relname = mirror_default_name(staging_relname);
+	}
+	if (mirror.mirror && mirror_nspid == staging_nspid &&
+		strcmp(mirror_relname, staging_relname) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("the mirror table and the staging table cannot both be \"%s\"", staging_relname),
+				 errhint("Choose another mirror_table, or leave it NULL for \"%s\".",
+						 mirror_default_name(staging_relname))));
 
 	api_begin_catalog_write(&scope);
 
@@ -361,6 +383,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 				 errhint("Use mssql_cdc.resnapshot() to copy it again.")));
 
 	check_staging_name_free(staging_nspid, staging_relname, run_as_oid, run_as);
+	if (mirror.mirror)
+		check_staging_name_free(mirror_nspid, mirror_relname, run_as_oid, run_as);
 	api_end_catalog_write(&scope);
 
 	/*
@@ -372,6 +396,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
 					   mode, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
+	if (mirror.mirror)
+		mirror_require_primary_key(src);
 	/* the columns left out get no staging column and are never read */
 	column_selection_check(src, &selection);
 	column_selection_apply(src, &selection);
@@ -395,6 +421,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 		if (partition_interval)
 			first_partition = staging_partitions_create_first(get_namespace_name(staging_nspid),
 															  staging_relname);
+		if (mirror.mirror)
+			mirror_create_table(get_namespace_name(mirror_nspid), mirror_relname,
+								source_label(src), src->columns, src->ncolumns);
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 
@@ -448,6 +477,9 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 											   SPI_tuptable->tupdesc, 1, &isnull));
 		if (first_partition)
 			staging_partitions_register_first(table_id, first_partition);
+		if (mirror.mirror)
+			mirror_set_catalog(table_id, get_namespace_name(mirror_nspid), mirror_relname,
+							   mirror.changelog);
 	}
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};

@@ -575,6 +575,7 @@ struct SnapshotInsert
 	StagingUnit *unit;
 	MssqlLsn	lsn;			/* L0, the _cdc_lsn of every snapshot row */
 	MssqlLsn	next_seqval;	/* big-endian row counter */
+	MssqlLsn	first_seqval;	/* the chunk's first row (its mirror applies from it) */
 	bool		types_checked;
 };
 
@@ -660,6 +661,7 @@ apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, 
 	rel = open_staging(table);
 	ins->lsn = *l0;
 	first_free_seqval(rel, run_as, l0, &ins->next_seqval);
+	ins->first_seqval = ins->next_seqval;
 	/* the snapshot SELECT returns the staged columns from column 1 on */
 	ins->unit = staging_unit_open(rel, src, 1, run_as, &source_cols);
 	table_close(rel, NoLock);
@@ -724,6 +726,12 @@ void
 apply_snapshot_finish(SnapshotInsert *ins)
 {
 	staging_unit_close(ins->unit);
+}
+
+const MssqlLsn *
+apply_snapshot_first_seqval(const SnapshotInsert *ins)
+{
+	return &ins->first_seqval;
 }
 
 /* ---- catalog rows (as the extension owner) ------------------------------ */

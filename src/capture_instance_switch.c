@@ -341,6 +341,9 @@ ci_switch_commit(const MssqlCdcTable *table, const char *old_instance,
 	CatalogOwnerScope scope;
 
 	staging_add_columns(table->staging_schema, table->staging_table, diff->missing, run_as);
+	/* the mirror gets the same columns (NULL in the rows it has) */
+	if (table->mirror_table != NULL)
+		staging_add_columns(table->mirror_schema, table->mirror_table, diff->missing, run_as);
 	foreach(lc, diff->missing)
 		added = lappend(added, ((const MssqlColumn *) lfirst(lc))->pg_name);
 

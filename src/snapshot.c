@@ -12,26 +12,8 @@
  * connection) with the same guarantees.
  *
  * Paging: each chunk is SELECT TOP (n) ... WHERE key > last ORDER BY key,
- * with the key compared by SQL Server itself.  The last key is therefore
- * stored as T-SQL literals built from what SQL Server sent for the raw key
- * columns (not from the converted Postgres values, which can be rounded or
- * case-folded): date/time keys are read as CONVERT(nvarchar, k, 121) (all
- * 7 fractional digits) and cast back to their exact type, strings keep
- * their case and are compared under the column's collation, binary keys
- * are hex literals, uniqueidentifiers are cast back from their canonical
- * text so SQL Server's own (byte-group) ordering decides.
- *
- * The literals must not depend on the session.  A 'yyyy-mm-dd hh:mi:ss'
- * string is read through SET DATEFORMAT / the session language for
- * datetime and smalldatetime (y-d-m for a British or German login, page
- * "datetime", Supported String Literal Formats), so date/time keys go back
- * through CONVERT(type, N'...', 121), the style they were read with, which
- * fixes the order.  A non-Unicode literal '...' converts through the
- * database's code page, not the column's, so a char/varchar key of another
- * collation would arrive with '?' in it: it is sent as N'...' with the
- * column's collation and cast to varchar, which converts through that
- * collation's code page and compares under it (and keeps the comparison on
- * the column's own type, so SQL Server can seek the index).
+ * with the key compared by SQL Server itself and the last key kept as
+ * exact T-SQL literals (keyset.c).
  *
  * IDENTIFICATION
  *		src/snapshot.c
@@ -46,93 +28,11 @@
 #include "utils/memutils.h"
 
 #include "apply.h"
+#include "keyset.h"
+#include "mirror.h"
 #include "mssql_cdc.h"
 #include "snapshot.h"
 #include "tds_convert.h"
-
-/* How a key value travels back into the keyset predicate */
-typedef enum KeyLiteralKind
-{
-	KEY_CAST_TEXT,				/* CAST(N'<exact text>' AS <type>) */
-	KEY_TEMPORAL,				/* read as style-121 text, converted back with 121 */
-	KEY_BIT,					/* 0 / 1 */
-	KEY_VARCHAR,				/* N'...' COLLATE <column's> cast to varchar */
-	KEY_NVARCHAR,				/* N'...' */
-	KEY_BINARY					/* 0x... from the raw bytes */
-} KeyLiteralKind;
-
-typedef struct KeyColumn
-{
-	const MssqlColumn *col;
-	KeyLiteralKind kind;
-} KeyColumn;
-
-static bool
-type_is(const MssqlColumn *col, const char *const *names)
-{
-	for (; *names; names++)
-		if (strcmp(col->type_name, *names) == 0)
-			return true;
-	return false;
-}
-
-/* false for key types that cannot be paged exactly */
-static bool
-key_literal_kind(const MssqlColumn *col, KeyLiteralKind *kind)
-{
-	static const char *const temporal[] = {"date", "time", "datetime2", "datetimeoffset",
-	"datetime", "smalldatetime", NULL};
-	static const char *const exact_text[] = {"tinyint", "smallint", "int", "bigint",
-		"decimal", "numeric", "money", "smallmoney", "float", "real",
-	"uniqueidentifier", NULL};
-	static const char *const varchar[] = {"char", "varchar", NULL};
-	static const char *const nvarchar[] = {"nchar", "nvarchar", NULL};
-	static const char *const binary[] = {"binary", "varbinary", NULL};
-
-	if (type_is(col, temporal))
-		*kind = KEY_TEMPORAL;
-	else if (strcmp(col->type_name, "bit") == 0)
-		*kind = KEY_BIT;
-	else if (type_is(col, exact_text))
-		*kind = KEY_CAST_TEXT;
-	else if (type_is(col, varchar))
-		*kind = KEY_VARCHAR;
-	else if (type_is(col, nvarchar))
-		*kind = KEY_NVARCHAR;
-	else if (type_is(col, binary))
-		*kind = KEY_BINARY;
-	else
-		return false;
-	return true;
-}
-
-/* The primary key columns in key order; nkey == 0 for a table without one. */
-static KeyColumn *
-key_columns(const MssqlSourceTable *src, const char **refusal)
-{
-	KeyColumn  *keys = palloc0(sizeof(KeyColumn) * Max(src->nkey, 1));
-	int			found = 0;
-	int			i;
-
-	*refusal = NULL;
-	for (i = 0; i < src->ncolumns; i++)
-	{
-		const MssqlColumn *col = &src->columns[i];
-		int			k = col->key_ordinal - 1;
-
-		if (!col->is_key || k < 0 || k >= src->nkey)
-			continue;
-		keys[k].col = col;
-		if (!key_literal_kind(col, &keys[k].kind))
-			*refusal = psprintf("Primary key column %s of type %s cannot be used to page a snapshot.",
-								tds_quote_ident(col->name), mssql_type_display(col));
-		found++;
-	}
-	if (*refusal == NULL && found != src->nkey)
-		*refusal = psprintf("The primary key of %s could not be read completely (%d of %d columns).",
-							source_label(src), found, src->nkey);
-	return keys;
-}
 
 const char *
 snapshot_refusal(const MssqlSourceTable *src)
@@ -142,173 +42,8 @@ snapshot_refusal(const MssqlSourceTable *src)
 	if (src->nkey == 0)
 		return psprintf("Table %s has no primary key, so snapshot_mode 'initial' cannot copy it without risking duplicates.",
 						source_label(src));
-	(void) key_columns(src, &refusal);
+	(void) keyset_columns(src, &refusal);
 	return refusal;
-}
-
-/* the expression that reads key column k as the literal builder needs it */
-static char *
-key_select_expr(const KeyColumn *key)
-{
-	char	   *ident = tds_quote_ident(key->col->name);
-
-	if (key->kind == KEY_TEMPORAL)
-		return psprintf("CONVERT(nvarchar(40), %s, 121)", ident);
-	return ident;
-}
-
-static char *
-quote_string(const char *prefix, const char *text)
-{
-	StringInfoData buf;
-	const char *p;
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "%s'", prefix);
-	for (p = text; *p; p++)
-	{
-		if (*p == '\'')
-			appendStringInfoChar(&buf, '\'');
-		appendStringInfoChar(&buf, *p);
-	}
-	appendStringInfoChar(&buf, '\'');
-	return buf.data;
-}
-
-/* A collation name as SQL Server spells them: letters, digits, underscores */
-static bool
-plain_collation_name(const char *name)
-{
-	const char *p;
-
-	if (name == NULL || *name == '\0')
-		return false;
-	for (p = name; *p; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-			  (*p >= '0' && *p <= '9') || *p == '_'))
-			return false;
-	return true;
-}
-
-/* A date/time key's style-121 text as a literal of the column's type */
-static char *
-temporal_literal(const KeyColumn *key, const char *text)
-{
-	/* time has no date part to misread; style 121 is for dates */
-	if (strcmp(key->col->type_name, "time") == 0)
-		return psprintf("CAST(%s AS %s)", quote_string("N", text), mssql_type_display(key->col));
-	return psprintf("CONVERT(%s, %s, 121)", mssql_type_display(key->col), quote_string("N", text));
-}
-
-/* A char/varchar key as exactly the column's characters, in its collation */
-static char *
-varchar_literal(const KeyColumn *key, const char *text)
-{
-	if (!plain_collation_name(key->col->collation))
-		return quote_string("N", text);
-	return psprintf("CAST(%s COLLATE %s AS varchar(8000))", quote_string("N", text),
-					key->col->collation);
-}
-
-/*
- * A key value of the last row copied, as the bytes db-lib delivered: kept
- * per row (a copy, no conversion) and turned into a literal once per chunk.
- */
-typedef struct RawKeyValue
-{
-	int			tds_type;
-	int			len;
-	int			cap;
-	uint8	   *data;
-} RawKeyValue;
-
-/* Keep the key value in result column `col` of the current row */
-static void
-save_key_value(TdsSession *session, const KeyColumn *key, int col, RawKeyValue *raw,
-			   MemoryContext cxt)
-{
-	int			len;
-	const uint8 *data = tds_col_data(session, col, &len);
-
-	if (data == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("SQL Server (server \"%s\") returned NULL for primary key column %s",
-						tds_session_server_name(session), tds_quote_ident(key->col->name))));
-	if (len > raw->cap)
-	{
-		raw->cap = Max(len, 64);
-		raw->data = raw->data ? repalloc(raw->data, raw->cap) : MemoryContextAlloc(cxt, raw->cap);
-	}
-	raw->tds_type = tds_col_type(session, col);
-	raw->len = len;
-	memcpy(raw->data, data, len);
-}
-
-/* A kept key value as a T-SQL literal */
-static char *
-key_literal(const KeyColumn *key, const RawKeyValue *raw)
-{
-	char	   *text;
-
-	switch (key->kind)
-	{
-		case KEY_BINARY:
-			{
-				StringInfoData buf;
-				int			i;
-
-				initStringInfo(&buf);
-				appendStringInfoString(&buf, "0x");
-				for (i = 0; i < raw->len; i++)
-					appendStringInfo(&buf, "%02X", raw->data[i]);
-				return buf.data;
-			}
-		case KEY_BIT:
-			return pstrdup(raw->len > 0 && raw->data[0] ? "1" : "0");
-		default:
-			break;
-	}
-
-	/*
-	 * Key columns arrive as numbers, uuids or strings (temporal keys are
-	 * read as text): none needs the connection to be rendered, which a
-	 * NULL dbproc makes sure of.
-	 */
-	text = tds_value_to_text(NULL, raw->tds_type, raw->data, raw->len);
-	switch (key->kind)
-	{
-		case KEY_VARCHAR:
-			return varchar_literal(key, text);
-		case KEY_NVARCHAR:
-			return quote_string("N", text);
-		case KEY_TEMPORAL:
-			return temporal_literal(key, text);
-		default:
-			return psprintf("CAST(%s AS %s)", quote_string("N", text),
-							mssql_type_display(key->col));
-	}
-}
-
-/*
- * The condition "after the last key" (k1, ..., kn) = (v1, ..., vn):
- * (k1 > v1) OR (k1 = v1 AND k2 > v2) OR ...
- */
-static void
-append_keyset_predicate(StringInfo sql, const KeyColumn *keys, int nkey, List *last_key)
-{
-	int			i;
-	int			j;
-
-	for (i = 0; i < nkey; i++)
-	{
-		appendStringInfoString(sql, i ? " OR (" : "(");
-		for (j = 0; j < i; j++)
-			appendStringInfo(sql, "%s = %s AND ", tds_quote_ident(keys[j].col->name),
-							 (char *) list_nth(last_key, j));
-		appendStringInfo(sql, "%s > %s)", tds_quote_ident(keys[i].col->name),
-						 (char *) list_nth(last_key, i));
-	}
 }
 
 static int64
@@ -393,8 +128,8 @@ snapshot_read_start(TdsSession *session, const MssqlSourceTable *src, MssqlLsn *
 	return true;
 }
 
-static SnapshotIsolation
-check_isolation(TdsSession *session)
+SnapshotIsolation
+snapshot_isolation_check(TdsSession *session)
 {
 	bool		allowed = false;
 
@@ -427,13 +162,12 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 {
 	MemoryContext callercxt = CurrentMemoryContext;
 	const char *refusal;
-	KeyColumn  *keys = key_columns(src, &refusal);
+	KeyColumn  *keys = keyset_columns(src, &refusal);
 	int			nkey = src->nkey;
 	int			chunk_rows = mssql_cdc_snapshot_chunk_rows;
 	List	   *select_exprs;
 	SnapshotInsert *ins;
 	StringInfoData sql;
-	ListCell   *lc;
 	int			first_key_col;
 	int64		copied = 0;
 	List	   *last_key = NIL;
@@ -454,7 +188,7 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 				 errhint("Call mssql_cdc.resnapshot() for this table.")));
 
 	if (*isolation == SNAPSHOT_ISOLATION_UNKNOWN)
-		*isolation = check_isolation(session);
+		*isolation = snapshot_isolation_check(session);
 
 	ins = apply_snapshot_prepare(table, src, run_as, &table->snapshot_lsn, &select_exprs);
 	first_key_col = list_length(select_exprs) + 1;
@@ -462,25 +196,10 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 	initStringInfo(&sql);
 	if (*isolation == SNAPSHOT_ISOLATION_ALLOWED)
 		appendStringInfoString(&sql, "SET TRANSACTION ISOLATION LEVEL SNAPSHOT; ");
-	appendStringInfo(&sql, "BEGIN TRANSACTION; SELECT TOP (%d) ", chunk_rows);
-	foreach(lc, select_exprs)
-		appendStringInfo(&sql, "%s, ", (const char *) lfirst(lc));
-	for (i = 0; i < nkey; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "", key_select_expr(&keys[i]));
-	appendStringInfo(&sql, " FROM %s.%s", tds_quote_ident(src->schema), tds_quote_ident(src->table));
-	/* the row filter (checked as one condition when it was set: snapshot_filter.h) */
-	if (table->snapshot_filter != NULL)
-		appendStringInfo(&sql, " WHERE (%s)", table->snapshot_filter);
-	if (table->snapshot_last_key != NIL)
-	{
-		appendStringInfoString(&sql, table->snapshot_filter != NULL ? " AND (" : " WHERE ");
-		append_keyset_predicate(&sql, keys, nkey, table->snapshot_last_key);
-		if (table->snapshot_filter != NULL)
-			appendStringInfoChar(&sql, ')');
-	}
-	appendStringInfoString(&sql, " ORDER BY ");
-	for (i = 0; i < nkey; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "", tds_quote_ident(keys[i].col->name));
+	appendStringInfoString(&sql, "BEGIN TRANSACTION; ");
+	/* the row filter was checked as one condition when it was set (snapshot_filter.h) */
+	keyset_append_chunk_select(&sql, src, select_exprs, keys, nkey, chunk_rows,
+							   table->snapshot_filter, table->snapshot_last_key);
 	appendStringInfoString(&sql, "; COMMIT TRANSACTION;");
 	if (*isolation == SNAPSHOT_ISOLATION_ALLOWED)
 		appendStringInfoString(&sql, " SET TRANSACTION ISOLATION LEVEL READ COMMITTED;");
@@ -516,17 +235,19 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 
 			/* only the last row's key is kept: one row's worth of memory */
 			for (i = 0; i < nkey; i++)
-				save_key_value(session, &keys[i], first_key_col + i, &raw_keys[i], keycxt);
+				keyset_save_value(session, &keys[i], first_key_col + i, &raw_keys[i], keycxt);
 			copied++;
 		}
 	}
 	apply_snapshot_finish(ins);
+	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
+						  apply_snapshot_first_seqval(ins));
 	if (copied > 0)
 	{
 		/* in the caller's context: it becomes the table's resume point */
 		oldcxt = MemoryContextSwitchTo(callercxt);
 		for (i = 0; i < nkey; i++)
-			last_key = lappend(last_key, key_literal(&keys[i], &raw_keys[i]));
+			last_key = lappend(last_key, keyset_literal(&keys[i], &raw_keys[i]));
 		MemoryContextSwitchTo(oldcxt);
 	}
 

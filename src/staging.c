@@ -159,6 +159,25 @@ pg_column_name(const MssqlColumn *col)
 	return col->pg_name ? col->pg_name : staging_column_name(col->name);
 }
 
+const char *
+staging_column_of(const MssqlColumn *col)
+{
+	return pg_column_name(col);
+}
+
+void
+staging_execute_ddl(const char *ddl, const char *what)
+{
+	int			nestlevel = use_catalog_search_path();
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(ddl, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not %s", what);
+	SPI_finish();
+	AtEOXact_GUC(true, nestlevel);
+}
+
 /* Reserved and duplicate names, before any DDL is attempted */
 static void
 check_column_names(const MssqlColumn *cols, int ncols)
@@ -199,6 +218,28 @@ check_column_names(const MssqlColumn *cols, int ncols)
 				 errdetail("Computed columns are never staged: change data capture records them as NULL.")));
 }
 
+void
+staging_append_column_defs(StringInfo ddl, const MssqlColumn *cols, int ncols)
+{
+	int			i;
+
+	for (i = 0; i < ncols; i++)
+	{
+		char	   *pg_type;
+		char	   *select_expr;
+
+		if (!source_column_is_staged(&cols[i]))
+			continue;
+		mssql_type_to_pg(&cols[i], &pg_type, &select_expr);
+		/*
+		 * Only key columns keep NOT NULL: CDC sends NULL for unchanged and
+		 * text/ntext/image LOBs, whatever the source's nullability.
+		 */
+		appendStringInfo(ddl, "    %s %s%s,\n", quote_identifier(pg_column_name(&cols[i])),
+						 pg_type, cols[i].is_key ? " NOT NULL" : "");
+	}
+}
+
 char *
 staging_build_ddl(const char *staging_schema, const char *staging_table,
 				  const char *source_label, const MssqlColumn *cols, int ncols,
@@ -212,21 +253,7 @@ staging_build_ddl(const char *staging_schema, const char *staging_table,
 
 	initStringInfo(&ddl);
 	appendStringInfo(&ddl, "CREATE TABLE %s (\n", qualified);
-	for (i = 0; i < ncols; i++)
-	{
-		char	   *pg_type;
-		char	   *select_expr;
-
-		if (!source_column_is_staged(&cols[i]))
-			continue;
-		mssql_type_to_pg(&cols[i], &pg_type, &select_expr);
-		/*
-		 * Only key columns keep NOT NULL: CDC sends NULL for unchanged and
-		 * text/ntext/image LOBs, whatever the source's nullability.
-		 */
-		appendStringInfo(&ddl, "    %s %s%s,\n", quote_identifier(pg_column_name(&cols[i])),
-						 pg_type, cols[i].is_key ? " NOT NULL" : "");
-	}
+	staging_append_column_defs(&ddl, cols, ncols);
 	for (i = 0; i < lengthof(metadata_columns); i++)
 		appendStringInfo(&ddl, "    %s %s%s,\n", quote_identifier(metadata_columns[i].name),
 						 metadata_columns[i].type_sql,

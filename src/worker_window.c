@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "cdc_window.h"
 #include "error_condition.h"
+#include "mirror.h"
 #include "mssql_cdc.h"
 #include "shmem.h"
 #include "source_identity.h"
@@ -512,6 +513,36 @@ read_window(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 }
 
 /*
+ * Change every ready table's mirror (mirror_apply.c) from the staging rows
+ * the window wrote, once the window's end is final: read_window() may still
+ * move it back while reading, and rereads the window when it does.
+ */
+static void
+apply_mirrors(List *ready, List *instances, const ApplyResult *results,
+			  const MssqlLsn *checkpoint, const MssqlLsn *from, const MssqlLsn *to)
+{
+	ListCell   *lc;
+	ListCell   *lc2;
+	int			i = 0;
+
+	forboth(lc, ready, lc2, instances)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		/* sat out (-1), or nothing read */
+		if (results[i++].rows <= 0)
+			continue;
+		/* a failure here is this table's, as one of its read (worker_staging_park.c) */
+		worker_ctx_table_id = table->table_id;
+		worker_ctx_window_table = true;
+		worker_ctx_window_checkpoint = *checkpoint;
+		mirror_apply_window(table, lfirst(lc2), worker_args.run_as, from, to);
+		worker_ctx_window_table = false;
+	}
+	worker_ctx_table_id = 0;
+}
+
+/*
  * Apply one window to a group of tables that share checkpoint `checkpoint`,
  * ending at `cap` at the latest when it is not NULL (the checkpoint of the
  * group ahead, worker_catch_up.c).  Returns true when the window was full
@@ -616,6 +647,9 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	while (read_window(ready, instances, switches, checkpoint, &from, &to, &end_time,
 					   transactions, results, &window_rows, &window_transactions_seen))
 		memset(results, 0, sizeof(ApplyResult) * list_length(ready));
+
+	/* the mirrors change with the rows, in the window's transaction */
+	apply_mirrors(ready, instances, results, checkpoint, &from, &to);
 
 	/* nothing of the window may have been removed by cleanup during the read */
 	overrun = palloc(sizeof(bool) * list_length(ready));

@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * mirror.h
+ *		Mirror tables (doc/mirror.md): a PostgreSQL table that holds the
+ *		current rows of a captured SQL Server table, with the staged source
+ *		columns, the mapped types of type_map.h and the source's primary key
+ *		(also its replica identity, so it can be published).
+ *
+ * A mirror changes in the same transaction as the window's (or snapshot
+ * chunk's) staging rows and checkpoint, from those staging rows, so at
+ * every commit of a streaming table it equals the source as of
+ * checkpoint_lsn.  In mirror-only mode (tables.changelog false) the
+ * staging rows are removed again in that transaction: no changelog row is
+ * ever committed.
+ *
+ * IDENTIFICATION
+ *		include/mirror.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_MIRROR_H
+#define MSSQL_CDC_MIRROR_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+
+#include "catalog.h"
+#include "lsn.h"
+#include "source_schema.h"
+
+/* suffix of the default mirror name: "<staging table>_mirror" */
+#define MIRROR_DEFAULT_SUFFIX	"_mirror"
+
+/* ---- mirror_ddl.c ------------------------------------------------------- */
+
+/* What add_table (or alter_table) was asked for */
+typedef struct MirrorChoice
+{
+	bool		mirror;			/* keep a mirror table */
+	List	   *names;			/* its name as given (qualified name list), or NIL */
+	bool		changelog;		/* keep the changelog (staging rows) */
+} MirrorChoice;
+
+/*
+ * Read the arguments mirror boolean, mirror_table text, changelog boolean
+ * (argument numbers), with their checks: mirror_table implies a mirror,
+ * changelog => false needs one.
+ */
+extern void mirror_choice_from_args(FunctionCallInfo fcinfo, int mirror_arg, int name_arg,
+									int changelog_arg, MirrorChoice *choice);
+
+/*
+ * The default mirror name for a staging table: its name + "_mirror", in
+ * the staging table's schema; a name too long for NAMEDATALEN is cut and
+ * ends in "_" and 8 hex digits of a hash, as staging_default_name does.
+ */
+extern char *mirror_default_name(const char *staging_table);
+
+/*
+ * Refuse a mirror for a source without a primary key (issue 15 point 7):
+ * a mirror row is found by its key, and no key means no way to apply an
+ * update or delete to exactly one row.
+ */
+extern void mirror_require_primary_key(const MssqlSourceTable *src);
+
+/* CREATE TABLE of the mirror (staged columns, mapped types, primary key) */
+extern char *mirror_build_ddl(const char *schema, const char *table, const char *source_label,
+							  const MssqlColumn *cols, int ncols);
+
+/*
+ * Create the mirror in the current transaction as the current user;
+ * ERRCODE_DUPLICATE_TABLE when the name is taken.
+ */
+extern void mirror_create_table(const char *schema, const char *table, const char *source_label,
+								const MssqlColumn *cols, int ncols);
+
+/* Store the table's mirror name and changelog flag (catalog owner). */
+extern void mirror_set_catalog(int32 table_id, const char *schema, const char *table,
+							   bool changelog);
+
+/* ---- mirror_apply.c ----------------------------------------------------- */
+
+static inline bool
+mirror_enabled(const MssqlCdcTable *table)
+{
+	return table->mirror_table != NULL;
+}
+
+/*
+ * After a window's rows of [from, to] went into the staging table, in the
+ * same transaction: change the mirror to the last change of every key in
+ * execution order (set-based; see mirror_apply.c), as run_as.  In
+ * mirror-only mode the staging rows of the window are deleted again.
+ */
+extern void mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src,
+								Oid run_as, const MssqlLsn *from, const MssqlLsn *to);
+
+/*
+ * After a snapshot chunk's rows (at L0, _cdc_seqval from first_seqval on)
+ * went into the staging table: upsert them into the mirror.
+ */
+extern void mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src,
+								  Oid run_as, const MssqlLsn *l0, const MssqlLsn *first_seqval);
+
+#endif							/* MSSQL_CDC_MIRROR_H */

@@ -1,0 +1,329 @@
+/*-------------------------------------------------------------------------
+ *
+ * mirror_apply.c
+ *		Change a mirror table from the staging rows just written, in the
+ *		same transaction (mirror.h).
+ *
+ * A window is applied in one statement, set-based: the window's rows are
+ * collapsed to the LAST change of every primary key in execution order
+ * (_cdc_lsn, _cdc_command_id, _cdc_seqval, _cdc_op: doc/streaming.md),
+ * then the keys whose last change is a delete (or the update_before of an
+ * update that moved the row to another key) are deleted and the others
+ * upserted (INSERT ... ON CONFLICT DO UPDATE).  Every key occurs once, so
+ *
+ *	- a statement that shifts keys (UPDATE t SET id = id + 1, recorded as
+ *	  deletes and inserts) or swaps values never meets a transient
+ *	  duplicate: there is no intermediate state;
+ *	- the snapshot/stream overlap converges: a delete of a row that is not
+ *	  there deletes nothing, an insert of a row that is there overwrites it;
+ *	- a LOB column ((max), xml, text, ntext, image) of an update_after
+ *	  whose update-mask bit is 0 was not changed by the update, and its
+ *	  value (possibly NULL) is not a value: the column takes the value of
+ *	  the key's latest change in the window that did set it, else keeps
+ *	  the mirror's stored value.
+ *
+ * A snapshot chunk's rows are upserted.  In mirror-only mode the staging
+ * rows applied are deleted in the same statement's transaction.
+ *
+ * IDENTIFICATION
+ *		src/mirror_apply.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "mirror.h"
+#include "staging.h"
+
+#define LSN_RANGE \
+	" s._cdc_lsn OPERATOR(mssql_cdc.>=) $1::mssql_cdc.lsn" \
+	" AND s._cdc_lsn OPERATOR(mssql_cdc.<=) $2::mssql_cdc.lsn"
+#define CHUNK_RANGE \
+	" s._cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn" \
+	" AND s._cdc_command_id OPERATOR(pg_catalog.=) 0" \
+	" AND s._cdc_seqval OPERATOR(mssql_cdc.>=) $2::mssql_cdc.lsn" \
+	" AND s._cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
+#define EXEC_ORDER_DESC \
+	"s._cdc_lsn DESC, s._cdc_command_id DESC, s._cdc_seqval DESC, s._cdc_op DESC"
+
+/* One staged column of the mirror */
+typedef struct MirrorColumn
+{
+	const char *name;			/* quoted */
+	bool		is_key;
+	int			mask_ordinal;	/* LOB: its bit in __$update_mask; else 0 */
+} MirrorColumn;
+
+/* LOBs whose unchanged value CDC may record as NULL (doc/type-mapping.md) */
+static bool
+is_lob(const MssqlColumn *col)
+{
+	const char *t = col->type_name;
+
+	if (strcmp(t, "xml") == 0 || strcmp(t, "text") == 0 || strcmp(t, "ntext") == 0 ||
+		strcmp(t, "image") == 0)
+		return true;
+	return col->max_length == MSSQL_LENGTH_MAX &&
+		(strcmp(t, "varchar") == 0 || strcmp(t, "nvarchar") == 0 ||
+		 strcmp(t, "varbinary") == 0);
+}
+
+/* The staged columns, key columns in key order first */
+static MirrorColumn *
+mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey)
+{
+	MirrorColumn *cols = palloc0(sizeof(MirrorColumn) * Max(src->ncolumns, 1));
+	int			n = 0;
+	int			captured = 0;
+	int			k;
+	int			i;
+
+	for (k = 1; k <= src->nkey; k++)
+		for (i = 0; i < src->ncolumns; i++)
+			if (src->columns[i].is_key && src->columns[i].key_ordinal == k &&
+				source_column_is_staged(&src->columns[i]))
+			{
+				cols[n].name = quote_identifier(staging_column_of(&src->columns[i]));
+				cols[n++].is_key = true;
+			}
+	*nkey = n;
+	for (i = 0; i < src->ncolumns; i++)
+	{
+		const MssqlColumn *col = &src->columns[i];
+
+		/* the mask counts every captured column, staged or not */
+		if (col->captured)
+			captured++;
+		if (col->is_key || !source_column_is_staged(col))
+			continue;
+		cols[n].name = quote_identifier(staging_column_of(col));
+		cols[n++].mask_ordinal = is_lob(col) && col->captured ? captured : 0;
+	}
+	*ncols = n;
+	return cols;
+}
+
+/* "a.k1 = b.k1 AND a.k2 = b.k2" */
+static void
+append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey, const char *a, const char *b)
+{
+	int			i;
+
+	for (i = 0; i < nkey; i++)
+		appendStringInfo(sql, "%s%s.%s = %s.%s", i > 0 ? " AND " : "", a, cols[i].name,
+						 b, cols[i].name);
+}
+
+static void
+append_names(StringInfo sql, const MirrorColumn *cols, int from, int to, const char *prefix)
+{
+	int			i;
+
+	for (i = from; i < to; i++)
+		appendStringInfo(sql, "%s%s%s", i > from ? ", " : "", prefix, cols[i].name);
+}
+
+/* true when row alias's update_after did not set the LOB column with ordinal n */
+static char *
+lob_unchanged(const char *alias, int n)
+{
+	return psprintf("(%s._cdc_op = 'update_after' AND %s._cdc_update_mask IS NOT NULL"
+					" AND pg_catalog.length(%s._cdc_update_mask) > %d"
+					" AND pg_catalog.get_bit(%s._cdc_update_mask,"
+					" (pg_catalog.length(%s._cdc_update_mask) - 1 - %d) * 8 + %d) = 0)",
+					alias, alias, alias, (n - 1) / 8, alias, alias, (n - 1) / 8, (n - 1) % 8);
+}
+
+/* ON CONFLICT (keys) DO UPDATE SET ... (DO NOTHING for a key-only table) */
+static void
+append_upsert_tail(StringInfo sql, const MirrorColumn *cols, int ncols, int nkey)
+{
+	int			i;
+
+	appendStringInfoString(sql, " ON CONFLICT (");
+	append_names(sql, cols, 0, nkey, "");
+	if (ncols == nkey)
+	{
+		appendStringInfoString(sql, ") DO NOTHING");
+		return;
+	}
+	appendStringInfoString(sql, ") DO UPDATE SET ");
+	for (i = nkey; i < ncols; i++)
+		appendStringInfo(sql, "%s%s = EXCLUDED.%s", i > nkey ? ", " : "", cols[i].name,
+						 cols[i].name);
+}
+
+static char *
+build_window_sql(const char *staging, const char *mirror, const MirrorColumn *cols,
+				 int ncols, int nkey)
+{
+	StringInfoData sql;
+	int			i;
+	bool		any_lob = false;
+
+	initStringInfo(&sql);
+	/* the last change of every key */
+	appendStringInfoString(&sql, "WITH w AS MATERIALIZED (SELECT DISTINCT ON (");
+	append_names(&sql, cols, 0, nkey, "s.");
+	appendStringInfoString(&sql, ") ");
+	append_names(&sql, cols, 0, ncols, "s.");
+	appendStringInfo(&sql, ", s._cdc_op, s._cdc_update_mask FROM %s s WHERE" LSN_RANGE
+					 " ORDER BY ", staging);
+	append_names(&sql, cols, 0, nkey, "s.");
+	appendStringInfoString(&sql, ", " EXEC_ORDER_DESC ")");
+	/* per LOB column: its latest change in the window that set it */
+	for (i = nkey; i < ncols; i++)
+	{
+		if (cols[i].mask_ordinal == 0)
+			continue;
+		any_lob = true;
+		appendStringInfo(&sql, ", l%d AS (SELECT DISTINCT ON (", i);
+		append_names(&sql, cols, 0, nkey, "s.");
+		appendStringInfoString(&sql, ") ");
+		append_names(&sql, cols, 0, nkey, "s.");
+		appendStringInfo(&sql, ", s.%s AS v FROM %s s WHERE" LSN_RANGE
+						 " AND s._cdc_op IN ('insert', 'update_after') AND NOT %s ORDER BY ",
+						 cols[i].name, staging, lob_unchanged("s", cols[i].mask_ordinal));
+		append_names(&sql, cols, 0, nkey, "s.");
+		appendStringInfoString(&sql, ", " EXEC_ORDER_DESC ")");
+	}
+	/* keys whose last change removes them */
+	appendStringInfo(&sql, ", d AS (DELETE FROM %s m USING w WHERE w._cdc_op IN"
+					 " ('delete', 'update_before') AND ", mirror);
+	append_key_join(&sql, cols, nkey, "m", "w");
+	appendStringInfoString(&sql, ") ");
+	/* the others: upsert */
+	appendStringInfo(&sql, "INSERT INTO %s (", mirror);
+	append_names(&sql, cols, 0, ncols, "");
+	appendStringInfoString(&sql, ") SELECT ");
+	for (i = 0; i < ncols; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&sql, ", ");
+		if (cols[i].mask_ordinal == 0)
+			appendStringInfo(&sql, "w.%s", cols[i].name);
+		else
+			appendStringInfo(&sql, "CASE WHEN NOT %s THEN w.%s WHEN l%d.%s IS NOT NULL"
+							 " THEN l%d.v ELSE m.%s END",
+							 lob_unchanged("w", cols[i].mask_ordinal), cols[i].name,
+							 i, cols[0].name, i, cols[i].name);
+	}
+	appendStringInfoString(&sql, " FROM w");
+	if (any_lob)
+	{
+		appendStringInfo(&sql, " LEFT JOIN %s m ON ", mirror);
+		append_key_join(&sql, cols, nkey, "m", "w");
+		for (i = nkey; i < ncols; i++)
+		{
+			char	   *alias;
+
+			if (cols[i].mask_ordinal == 0)
+				continue;
+			alias = psprintf("l%d", i);
+			appendStringInfo(&sql, " LEFT JOIN %s ON ", alias);
+			append_key_join(&sql, cols, nkey, alias, "w");
+		}
+	}
+	appendStringInfoString(&sql, " WHERE w._cdc_op NOT IN ('delete', 'update_before')");
+	append_upsert_tail(&sql, cols, ncols, nkey);
+	return sql.data;
+}
+
+static char *
+build_snapshot_sql(const char *staging, const char *mirror, const MirrorColumn *cols,
+				   int ncols, int nkey)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s (", mirror);
+	append_names(&sql, cols, 0, ncols, "");
+	appendStringInfoString(&sql, ") SELECT ");
+	append_names(&sql, cols, 0, ncols, "s.");
+	appendStringInfo(&sql, " FROM %s s WHERE" CHUNK_RANGE, staging);
+	append_upsert_tail(&sql, cols, ncols, nkey);
+	return sql.data;
+}
+
+/*
+ * Run the mirror statement and, in mirror-only mode, delete the staging
+ * rows it read (same range), as run_as.
+ */
+static void
+run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
+			const char *range, const MssqlLsn *a, const MssqlLsn *b)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	char		a_text[MSSQL_LSN_TEXT_SIZE];
+	char		b_text[MSSQL_LSN_TEXT_SIZE];
+	Oid			save_userid;
+	int			save_sec_context;
+
+	mssql_lsn_format(a, a_text);
+	mssql_lsn_format(b, b_text);
+	values[0] = CStringGetTextDatum(a_text);
+	values[1] = CStringGetTextDatum(b_text);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(run_as, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(apply_sql, 2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not apply changes to mirror table \"%s.%s\"",
+			 table->mirror_schema, table->mirror_table);
+	if (!table->changelog)
+	{
+		char	   *del = psprintf("DELETE FROM %s s WHERE%s",
+								   quote_qualified_identifier(table->staging_schema,
+															  table->staging_table),
+								   range);
+
+		if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not remove the applied rows of a mirror-only table");
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+typedef char *(*MirrorSqlBuilder) (const char *staging, const char *mirror,
+								   const MirrorColumn *cols, int ncols, int nkey);
+
+static void
+apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
+			MirrorSqlBuilder build, const char *range, const MssqlLsn *a, const MssqlLsn *b)
+{
+	MirrorColumn *cols;
+	int			ncols;
+	int			nkey;
+
+	if (!mirror_enabled(table))
+		return;
+	cols = mirror_columns(src, &ncols, &nkey);
+	run_as_role(table, run_as,
+				build(quote_qualified_identifier(table->staging_schema, table->staging_table),
+					  quote_qualified_identifier(table->mirror_schema, table->mirror_table),
+					  cols, ncols, nkey),
+				range, a, b);
+}
+
+void
+mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
+					const MssqlLsn *from, const MssqlLsn *to)
+{
+	apply_range(table, src, run_as, build_window_sql, LSN_RANGE, from, to);
+}
+
+void
+mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
+					  const MssqlLsn *l0, const MssqlLsn *first_seqval)
+{
+	apply_range(table, src, run_as, build_snapshot_sql, CHUNK_RANGE, l0, first_seqval);
+}

@@ -1,0 +1,146 @@
+# Mirror tables (issue 15, doc/mirror.md), against the SQL Server stand-in:
+# the initial copy and then streaming keep the mirror equal to the source
+# row for row; a key-shifting UPDATE (recorded as deletes + inserts), a
+# unique-value swap and a primary-key swap apply without a transient key
+# violation; an unchanged LOB column that arrives as NULL in an update
+# (stand-in option lob_op4_unchanged_null) keeps its value, also when the
+# same window set it before; a mirror-only table never commits a staging
+# row; a table without a primary key cannot get a mirror.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use StandIn;
+use MirrorCheck;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $si = StandIn->start(capture_interval => 0.1);
+$si->tsql_ok(
+	q{EXEC sys.sp_cdc_enable_db},
+	q{ALTER DATABASE cdcdb SET ALLOW_SNAPSHOT_ISOLATION ON},
+	q{CREATE TABLE dbo.m1 (id int NOT NULL PRIMARY KEY, name nvarchar(50), u int NULL UNIQUE, doc nvarchar(max))},
+	q{CREATE TABLE dbo.m2 (id int NOT NULL PRIMARY KEY, v int)},
+	q{CREATE TABLE dbo.nopk (id int NOT NULL, v int)},
+	join(' ', map { "INSERT INTO dbo.m1 VALUES ($_, N'n$_', $_, N'doc-$_');" } 1 .. 25),
+	q{INSERT INTO dbo.m2 VALUES (1, 10), (2, 20), (3, 30)},
+	map({ "EXEC sys.sp_cdc_enable_table \@source_schema = N'dbo', \@source_name = N'$_', \@role_name = NULL" }
+		qw(m1 m2 nopk)));
+for (1 .. 100)
+{
+	last if $si->tsql('SELECT sys.fn_cdc_get_max_lsn()') =~ /0x[0-9A-F]{20}/;
+	usleep(100_000);
+}
+
+my $node = PostgreSQL::Test::Cluster->new('mirror');
+$node->init;
+$si->setup_node($node, conf => 'mssql_cdc.snapshot_chunk_rows = 7');
+$node->start;
+$si->create_source($node, 'src');
+
+my $m1_ms = q{SELECT 'R=' + CAST(id AS varchar(10)) + '|' + COALESCE(name, N'null') + '|' + COALESCE(CAST(u AS varchar(10)), 'null') + '|' + COALESCE(doc, N'null') FROM dbo.m1 ORDER BY id};
+my $m1_pg = q{SELECT format('%s|%s|%s|%s', id, coalesce(name, 'null'), coalesce(u::text, 'null'), coalesce(doc, 'null')) FROM public.src_dbo_m1_mirror ORDER BY id};
+my $m2_ms = q{SELECT 'R=' + CAST(id AS varchar(10)) + '|' + COALESCE(CAST(v AS varchar(10)), 'null') FROM dbo.m2 ORDER BY id};
+my $m2_pg = q{SELECT format('%s|%s', id, coalesce(v::text, 'null')) FROM public.src_dbo_m2_mirror ORDER BY id};
+
+# ---------------------------------------------------------------------------
+# No primary key: refused, with why and what to do; nothing is created
+# ---------------------------------------------------------------------------
+my ($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT mssql_cdc.add_table('src', 'dbo.nopk', snapshot_mode => 'never', mirror => true)});
+isnt($ret, 0, 'a mirror of a table without a primary key is refused');
+like($err, qr/dbo\.nopk of server "src" has no primary key, so it cannot have a mirror table/,
+	'the error says why');
+like($err, qr/HINT:  Add a primary key to the source table.*mirror => false/s, 'and what to do');
+is($node->safe_psql('postgres',
+		q{SELECT (SELECT count(*) FROM mssql_cdc.tables WHERE source_table = 'nopk')}
+		  . q{ + (SELECT count(*) FROM pg_class WHERE relname LIKE 'src_dbo_nopk%')}),
+	'0', 'nothing was created for it');
+($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT mssql_cdc.add_table('src', 'dbo.m2', changelog => false)});
+like($err, qr/changelog => false needs a mirror table/, 'changelog => false alone is refused');
+
+# ---------------------------------------------------------------------------
+# Initial copy in chunks, then streaming
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mssql_cdc.add_table('src', 'dbo.m1', mirror => true)});
+$node->safe_psql('postgres',
+	q{SELECT mssql_cdc.add_table('src', 'dbo.m2', mirror => true, changelog => false)});
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s %s.%s %s', source_table, mirror_schema, mirror_table, changelog), ',' ORDER BY source_table) FROM mssql_cdc.tables}),
+	'm1 public.src_dbo_m1_mirror t,m2 public.src_dbo_m2_mirror f',
+	'the catalog names the mirrors (default: the staging name + _mirror)');
+is($node->safe_psql('postgres', q{
+SELECT string_agg(a.attname, ',' ORDER BY k.i)
+  FROM pg_index x, unnest(x.indkey) WITH ORDINALITY k(attnum, i), pg_attribute a
+ WHERE x.indrelid = 'public.src_dbo_m1_mirror'::regclass AND x.indisprimary
+   AND a.attrelid = x.indrelid AND a.attnum = k.attnum}),
+	'id', 'the mirror has the source primary key');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'public.src_dbo_m1_mirror'::regclass AND attnum > 0}),
+	'id integer, name character varying(50), u integer, doc text',
+	'the mirror has the source columns with the mapped types');
+is($node->safe_psql('postgres',
+		q{SELECT relreplident FROM pg_class WHERE oid = 'public.src_dbo_m1_mirror'::regclass}),
+	'd', 'replica identity: the primary key');
+
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 2 FROM mssql_cdc.table_state WHERE phase = 'streaming'}),
+	'both tables copied and streaming')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status; SELECT * FROM mssql_cdc.errors');
+cmp_ok($node->safe_psql('postgres', q{SELECT snapshot_rows FROM mssql_cdc.table_state ts JOIN mssql_cdc.tables t USING (table_id) WHERE source_table = 'm1'}),
+	'==', 25, 'the copy took all rows');
+my ($eq, $src, $mir) = wait_mirror_equal($node, $si, $m1_ms, $m1_pg, 60);
+ok($eq, 'after the initial copy the mirror equals the source') or diag "source:\n$src\nmirror:\n$mir";
+
+# ordinary changes, one transaction over both tables
+$si->tsql_ok(
+	q{INSERT INTO dbo.m1 VALUES (30, N'thirty', 30, N'doc-30')},
+	q{UPDATE dbo.m1 SET name = N'renamed' WHERE id = 2},
+	q{DELETE FROM dbo.m1 WHERE id = 3},
+	q{BEGIN TRANSACTION; INSERT INTO dbo.m2 VALUES (4, 40); UPDATE dbo.m2 SET v = 21 WHERE id = 2; DELETE FROM dbo.m2 WHERE id = 1; UPDATE dbo.m1 SET doc = N'new doc' WHERE id = 4; COMMIT});
+($eq, $src, $mir) = wait_mirror_equal($node, $si, $m1_ms, $m1_pg, 60);
+ok($eq, 'inserts, updates and deletes reach the mirror') or diag "source:\n$src\nmirror:\n$mir";
+
+# ---------------------------------------------------------------------------
+# Key shifts and swaps: recorded as deletes + inserts, applied without a
+# transient duplicate key
+# ---------------------------------------------------------------------------
+$si->tsql_ok(q{UPDATE dbo.m1 SET id = id + 1 WHERE id < 30});
+$si->tsql_ok(q{UPDATE dbo.m1 SET u = 9 - u WHERE id IN (5, 6)});
+$si->tsql_ok(q{UPDATE dbo.m1 SET id = CASE id WHEN 7 THEN 8 WHEN 8 THEN 7 END WHERE id IN (7, 8)});
+($eq, $src, $mir) = wait_mirror_equal($node, $si, $m1_ms, $m1_pg, 60);
+ok($eq, 'a key-shifting update, a unique-value swap and a key swap: the mirror equals the source')
+  or diag "source:\n$src\nmirror:\n$mir\n" . $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.errors');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mssql_cdc.errors}), '0',
+	'no window failed on the way');
+
+# ---------------------------------------------------------------------------
+# LOB unchanged in an update: NULL with mask bit 0 in update_after
+# ---------------------------------------------------------------------------
+$si->ctl('set_option', 'name=lob_op4_unchanged_null', 'value=true');
+$si->tsql_ok(q{UPDATE dbo.m1 SET name = N'lob kept' WHERE id = 10});
+# in one transaction: set the LOB, then an update that leaves it alone
+$si->tsql_ok(q{BEGIN TRANSACTION; UPDATE dbo.m1 SET doc = N'set in tx' WHERE id = 11; UPDATE dbo.m1 SET name = N'later' WHERE id = 11; COMMIT});
+# a real NULL assigned is a NULL
+$si->tsql_ok(q{UPDATE dbo.m1 SET doc = NULL WHERE id = 12});
+($eq, $src, $mir) = wait_mirror_equal($node, $si, $m1_ms, $m1_pg, 60);
+ok($eq, 'an unchanged LOB never overwrites the stored value') or diag "source:\n$src\nmirror:\n$mir";
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM public.src_dbo_m1 WHERE _cdc_op = 'update_after' AND doc IS NULL AND id IN (10, 11)}),
+	'2', 'the changelog did get those LOB values as NULL');
+$si->ctl('set_option', 'name=lob_op4_unchanged_null', 'value=false');
+
+# ---------------------------------------------------------------------------
+# Mirror only: no changelog row is ever committed
+# ---------------------------------------------------------------------------
+($eq, $src, $mir) = wait_mirror_equal($node, $si, $m2_ms, $m2_pg, 60);
+ok($eq, 'the mirror-only table equals the source') or diag "source:\n$src\nmirror:\n$mir";
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_m2}), '0',
+	'its staging table holds no rows');
+
+$node->stop;
+done_testing();
