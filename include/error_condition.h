@@ -33,6 +33,7 @@
 #define COND_SNAPSHOT_ISOLATION_OFF		"snapshot_isolation_off"
 #define COND_CAPTURE_JOB_STALLED		"capture_job_stalled"
 #define COND_RETENTION_OVERRUN			"retention_overrun"
+#define COND_RETENTION_GAP				"retention_gap"
 #define COND_UNSUPPORTED_VALUE			"unsupported_value"
 #define COND_SOURCE_TABLE_MISSING		"source_table_missing"
 #define COND_CAPTURE_INSTANCE_MISSING	"capture_instance_missing"

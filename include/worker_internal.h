@@ -196,6 +196,9 @@ extern void worker_timeline_forget(void);
 /* A table takes a position at lsn: remember the history up to it (in its transaction) */
 extern void worker_timeline_fingerprint_at(const MssqlLsn *lsn);
 
+/* worker_retention_gap.c: a 'never' table after resnapshot() */
+extern bool worker_continue_after_gap(MssqlCdcTable *table);
+
 /* ---- worker_snapshot.c -------------------------------------------------- */
 
 /* pending + 'initial': record L0 and start the snapshot; true when started */

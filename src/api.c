@@ -649,7 +649,10 @@ mssql_cdc_resume(PG_FUNCTION_ARGS)
  *
  * Resets the table's progress to 'pending' (the checkpoint guard allows
  * clearing the checkpoint only together with that phase) and records when
- * it was asked for; the worker takes it from there.
+ * it was asked for; the worker takes it from there.  A snapshot_mode
+ * 'never' table keeps its position in snapshot_lsn: the worker continues
+ * after it, or from the oldest change CDC still keeps with the gap
+ * recorded (worker_retention_gap.c), instead of skipping to the max LSN.
  */
 Datum
 mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
@@ -669,7 +672,15 @@ mssql_cdc_resnapshot(PG_FUNCTION_ARGS)
 							  " (table_id, phase, resnapshot_requested_at)"
 							  " VALUES ($1, 'pending', pg_catalog.now())"
 							  " ON CONFLICT (table_id) DO UPDATE SET"
-							  " phase = 'pending', checkpoint_lsn = NULL, snapshot_lsn = NULL,"
+							  " phase = 'pending', checkpoint_lsn = NULL,"
+							  /*
+							   * a 'never' table cannot be copied: it keeps where it
+							   * was, and the worker continues from there, or from
+							   * the oldest change CDC keeps (worker_retention_gap.c)
+							   */
+							  " snapshot_lsn = CASE WHEN (SELECT t.snapshot_mode FROM mssql_cdc.tables t"
+							  "   WHERE t.table_id OPERATOR(pg_catalog.=) $1) OPERATOR(pg_catalog.=) 'never'"
+							  "   THEN coalesce(s.checkpoint_lsn, s.snapshot_lsn) END,"
 							  " snapshot_last_key = NULL, snapshot_rows = 0,"
 							  " snapshot_total_estimate = NULL, snapshot_started_at = NULL,"
 							  " last_error = NULL, last_error_at = NULL,"

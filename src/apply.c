@@ -846,6 +846,7 @@ apply_start_streaming(int32 table_id, const MssqlLsn *start)
 				" VALUES ($1, 'streaming', $2::mssql_cdc.lsn)"
 				" ON CONFLICT (table_id) DO UPDATE"
 				" SET phase = 'streaming', checkpoint_lsn = EXCLUDED.checkpoint_lsn,"
+				"     snapshot_lsn = NULL,"
 				"     updated_at = pg_catalog.now()"
 				" WHERE s.phase = 'pending' AND s.checkpoint_lsn IS NULL",
 				2, types, values, NULL, SPI_OK_INSERT);

@@ -500,8 +500,14 @@ run_iteration(void)
 		/* paused alone (pause(server, table)): its checkpoint stays, the others go on */
 		if (table->paused)
 			continue;
+		/* resnapshot() of a 'never' table: on from where it was, or past the gap */
 		if (table->phase == MSSQL_PHASE_PENDING &&
-			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
+			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn &&
+			table->has_snapshot_lsn)
+			(void) worker_continue_after_gap(table);
+		if (table->phase == MSSQL_PHASE_PENDING &&
+			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn &&
+			!table->has_snapshot_lsn)
 		{
 			/* stream from now on: nothing before max_lsn is wanted */
 			worker_begin_xact();

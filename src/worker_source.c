@@ -104,13 +104,24 @@ worker_retention_overrun(const MssqlCdcTable *table, const char *message)
 	char	   *hint;
 	bool		restarted;
 
-	/* a 'never' table has no snapshot to take: it would just skip the gap */
-	if (table->on_retention_overrun != MSSQL_OVERRUN_RESNAPSHOT ||
-		table->snapshot_mode != MSSQL_SNAPSHOT_INITIAL)
+	/*
+	 * a 'never' table has no snapshot to take: resnapshot() continues it
+	 * from the oldest change kept (worker_retention_gap.c), never by itself
+	 */
+	if (table->snapshot_mode != MSSQL_SNAPSHOT_INITIAL)
 	{
 		worker_park_table(table, COND_RETENTION_OVERRUN, message,
-								  psprintf("Call mssql_cdc.resnapshot() for this table to copy it again, and %s",
-										   retention_hint));
+						  psprintf("This table has nothing to take a snapshot of (snapshot_mode 'never'): "
+								   "mssql_cdc.resnapshot() continues it from the oldest change CDC keeps and "
+								   "records the lost LSN range as a retention_gap error; %s",
+								   retention_hint));
+		return;
+	}
+	if (table->on_retention_overrun != MSSQL_OVERRUN_RESNAPSHOT)
+	{
+		worker_park_table(table, COND_RETENTION_OVERRUN, message,
+						  psprintf("Call mssql_cdc.resnapshot() for this table to copy it again, and %s",
+								   retention_hint));
 		return;
 	}
 
