@@ -341,6 +341,8 @@ CROSS JOIN LATERAL (SELECT
 		WHEN sv.warning IS NOT NULL THEN 'server_warning'
 		WHEN ts.phase OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'snapshotting']::pg_catalog.text[])
 			THEN 'table_warning'
+		-- changes lost for good (worker_retention_gap.c): shown while it streams
+		WHEN ts.warning OPERATOR(pg_catalog.=) 'retention_gap' THEN 'table_warning'
 	END AS problem) active;
 
 COMMENT ON VIEW mssql_cdc.status IS
