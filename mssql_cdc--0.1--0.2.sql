@@ -153,11 +153,14 @@ CREATE FUNCTION mssql_cdc.alter_table(
 	retention interval DEFAULT NULL,
 	include_columns text[] DEFAULT NULL,
 	exclude_columns text[] DEFAULT NULL,
-	update_before boolean DEFAULT NULL)
+	update_before boolean DEFAULT NULL,
+	mirror boolean DEFAULT NULL,
+	mirror_table text DEFAULT NULL,
+	changelog boolean DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'mssql_cdc_alter_table'
 LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) IS
+COMMENT ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) IS
 	'Change settings of a captured table (NULL keeps a setting); effective at the next window';
 
 CREATE FUNCTION mssql_cdc.pause(server name, source_table text)
@@ -181,7 +184,7 @@ LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION mssql_cdc.reset_table(name, text, text) IS
 	'Stream a table from an LSN or commit time CDC still keeps; removes its staging rows after that point; returns how many';
 
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.pause(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.resume(name, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;

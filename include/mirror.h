@@ -104,4 +104,81 @@ extern void mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTab
 extern void mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src,
 								  Oid run_as, const MssqlLsn *l0, const MssqlLsn *first_seqval);
 
+/* ---- mirror_alter.c ----------------------------------------------------- */
+
+/* alter_table's mirror arguments and what they lead to */
+typedef struct MirrorAlter
+{
+	bool		mirror_given;	/* mirror or mirror_table passed */
+	bool		mirror;
+	List	   *names;			/* mirror_table, or NIL */
+	bool		changelog_given;
+	bool		changelog;
+	/* filled by mirror_alter_prepare */
+	char	   *cur_schema;		/* the mirror now, or NULL */
+	char	   *cur_table;
+	bool		cur_changelog;
+	bool		spatial_postgis;
+	char	   *schema;			/* the mirror afterwards, or NULL */
+	char	   *relname;
+	bool		new_changelog;
+	bool		create;			/* a new mirror: create, rebuild, resnapshot */
+	MssqlSourceTable *src;		/* described, when create */
+} MirrorAlter;
+
+/* What alter_table knows of the table */
+typedef struct MirrorAlterTarget
+{
+	const char *display;		/* dbo.orders of server "erp" */
+	const char *source_schema;
+	const char *source_table;
+	const char *capture_instance;
+	const char *staging_schema;
+	const char *staging_table;
+	MssqlSnapshotMode mode;
+} MirrorAlterTarget;
+
+extern void mirror_alter_from_args(FunctionCallInfo fcinfo, int mirror_arg, int name_arg,
+								   int changelog_arg, MirrorAlter *ma);
+
+/*
+ * Outside the catalog write scope (it may ask SQL Server): check the
+ * change against the table's current mirror settings and, for a new
+ * mirror, describe the source and refuse it without a primary key.
+ */
+extern void mirror_alter_prepare(MirrorAlter *ma, int32 table_id, const char *server_name,
+								 Oid run_as_oid, const MirrorAlterTarget *t);
+
+/* In the write scope, after the table's progress row is locked. */
+extern void mirror_alter_commit(MirrorAlter *ma, int32 table_id, Oid run_as_oid);
+
+/* After the write scope: a new mirror asks for a resnapshot. */
+extern void mirror_alter_finish(MirrorAlter *ma, FunctionCallInfo fcinfo);
+
+/*
+ * In the transaction of a new column selection, after the staging table
+ * got its new columns: the mirror gets them too (NULL in its rows until
+ * they change or a resnapshot copies them).
+ */
+extern void mirror_extend_columns(int32 table_id, const MssqlSourceTable *src, Oid run_as_oid);
+
+/* ---- mirror_rebuild.c --------------------------------------------------- */
+
+/*
+ * In the transaction that starts a snapshot (pending -> snapshotting):
+ * when the mirror has rows or a rebuild is under way, the chunks go into a
+ * fresh shadow table, and the mirror stays whole until the copy is done.
+ */
+extern void mirror_snapshot_begin(const MssqlCdcTable *table, Oid run_as);
+
+/* Start a rebuild now (an empty shadow), e.g. for a mirror just added. */
+extern void mirror_start_rebuild(const MssqlCdcTable *table, Oid run_as);
+
+/*
+ * In the transaction of the snapshot's last chunk: make the mirror equal
+ * to the shadow in place and drop the shadow (no-op without a rebuild).
+ */
+extern void mirror_snapshot_done(const MssqlCdcTable *table, const MssqlSourceTable *src,
+								 Oid run_as);
+
 #endif							/* MSSQL_CDC_MIRROR_H */

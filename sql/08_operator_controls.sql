@@ -219,7 +219,7 @@ SELECT mssql_cdc.reset_table('pos', 'dbo.sales', '0x00000010000000100001');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- ... and with it, only with the privileges of the server's run_as role.
-GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean),
+GRANT EXECUTE ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) TO regress_ctl_carol;
 SET ROLE regress_ctl_carol;
@@ -242,7 +242,7 @@ RESET ROLE;
 SELECT * FROM settings;
 
 -- clean up
-REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean),
+REVOKE ALL ON FUNCTION mssql_cdc.alter_table(name, text, text, text, interval, interval, text[], text[], boolean, boolean, text, boolean),
   mssql_cdc.pause(name, text), mssql_cdc.resume(name, text),
   mssql_cdc.reset_table(name, text, text) FROM regress_ctl_carol;
 DROP ROLE regress_ctl_carol;

@@ -32,6 +32,7 @@
 #include "api_common.h"
 #include "catalog.h"
 #include "column_selection_alter.h"
+#include "mirror.h"
 #include "options.h"
 #include "source_name.h"
 #include "snapshot_filter.h"
@@ -47,6 +48,9 @@ PG_FUNCTION_INFO_V1(mssql_cdc_alter_table);
 #define ARG_INCLUDE_COLUMNS			6
 #define ARG_EXCLUDE_COLUMNS			7
 #define ARG_UPDATE_BEFORE			8
+#define ARG_MIRROR					9
+#define ARG_MIRROR_TABLE			10
+#define ARG_CHANGELOG				11
 /* table_id and at most one SQL argument per setting */
 #define ALTER_TABLE_NARGS			12
 
@@ -147,6 +151,8 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 	ColumnSelection selection;
 	bool		selection_given;
 	MssqlSourceTable *src = NULL;
+	MirrorAlter mirror;
+	MirrorAlterTarget mirror_target;
 	int			i;
 
 	for (i = ARG_ON_RETENTION_OVERRUN; i < PG_NARGS(); i++)
@@ -159,11 +165,17 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("alter_table needs a setting to change"),
-				 errhint("Name one or more of: on_retention_overrun, snapshot_filter, partition_interval, retention, include_columns, exclude_columns, update_before.")));
+				 errhint("Name one or more of: on_retention_overrun, snapshot_filter, partition_interval, retention, include_columns, exclude_columns, update_before, mirror, mirror_table, changelog.")));
 	}
 	/* argument checks that need no catalog: both lists, NULL elements ... */
 	column_selection_from_args(fcinfo, ARG_INCLUDE_COLUMNS, ARG_EXCLUDE_COLUMNS, &selection, NULL);
 	selection_given = !PG_ARGISNULL(ARG_INCLUDE_COLUMNS) || !PG_ARGISNULL(ARG_EXCLUDE_COLUMNS);
+	mirror_alter_from_args(fcinfo, ARG_MIRROR, ARG_MIRROR_TABLE, ARG_CHANGELOG, &mirror);
+	if (selection_given && mirror.mirror_given)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the column selection and the mirror cannot change in one alter_table call"),
+				 errhint("Change the column selection first, then the mirror.")));
 
 	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, &run_as);
 	/* used after the write scope ends (SPI_finish frees SPI's memory) */
@@ -260,6 +272,15 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 	api_end_catalog_write(&scope);
 
 	/* every local check passed: now SQL Server's (the server row stays locked) */
+	mirror_target.display = display_name(&row);
+	mirror_target.source_schema = row.source_schema;
+	mirror_target.source_table = row.source_table;
+	mirror_target.capture_instance = row.capture_instance;
+	mirror_target.staging_schema = row.staging_schema;
+	mirror_target.staging_table = row.staging_table;
+	mirror_target.mode = row.mode;
+	mirror_alter_prepare(&mirror, table_id, server_name, get_role_oid(run_as, false),
+						 &mirror_target);
 	if (filter != NULL && filter[0] != '\0')
 		validate_filter_remotely(server_name, get_role_oid(run_as, false), &row, filter);
 	if (selection_given)
@@ -277,14 +298,20 @@ mssql_cdc_alter_table(PG_FUNCTION_ARGS)
 	api_begin_catalog_write(&scope);
 	(void) api_lock_table_for_change(table_id);
 	if (src != NULL)
+	{
 		(void) column_selection_extend_staging(src, row.staging_schema, row.staging_table,
 											   get_role_oid(run_as, false));
-	if (SPI_execute_with_args(psprintf("UPDATE mssql_cdc.tables SET %s"
-									   " WHERE table_id OPERATOR(pg_catalog.=) $1",
-									   set.data + 2),
-							  nargs, types, args, nulls, false, 0) != SPI_OK_UPDATE ||
-		SPI_processed != 1)
+		mirror_extend_columns(table_id, src, get_role_oid(run_as, false));
+	}
+	if (set.len > 0 &&
+		(SPI_execute_with_args(psprintf("UPDATE mssql_cdc.tables SET %s"
+										" WHERE table_id OPERATOR(pg_catalog.=) $1",
+										set.data + 2),
+							   nargs, types, args, nulls, false, 0) != SPI_OK_UPDATE ||
+		 SPI_processed != 1))
 		elog(ERROR, "could not update mssql_cdc.tables");
+	mirror_alter_commit(&mirror, table_id, get_role_oid(run_as, false));
 	api_end_catalog_write(&scope);
+	mirror_alter_finish(&mirror, fcinfo);
 	PG_RETURN_VOID();
 }

@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 
 #include "mirror.h"
+#include "mirror_internal.h"
 #include "staging.h"
 
 #define LSN_RANGE \
@@ -51,14 +52,6 @@
 	" AND s._cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
 #define EXEC_ORDER_DESC \
 	"s._cdc_lsn DESC, s._cdc_command_id DESC, s._cdc_seqval DESC, s._cdc_op DESC"
-
-/* One staged column of the mirror */
-typedef struct MirrorColumn
-{
-	const char *name;			/* quoted */
-	bool		is_key;
-	int			mask_ordinal;	/* LOB: its bit in __$update_mask; else 0 */
-} MirrorColumn;
 
 /* LOBs whose unchanged value CDC may record as NULL (doc/type-mapping.md) */
 static bool
@@ -75,7 +68,7 @@ is_lob(const MssqlColumn *col)
 }
 
 /* The staged columns, key columns in key order first */
-static MirrorColumn *
+MirrorColumn *
 mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey)
 {
 	MirrorColumn *cols = palloc0(sizeof(MirrorColumn) * Max(src->ncolumns, 1));
@@ -110,8 +103,8 @@ mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey)
 }
 
 /* "a.k1 = b.k1 AND a.k2 = b.k2" */
-static void
-append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey, const char *a, const char *b)
+void
+mirror_append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey, const char *a, const char *b)
 {
 	int			i;
 
@@ -120,8 +113,8 @@ append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey, const char *
 						 b, cols[i].name);
 }
 
-static void
-append_names(StringInfo sql, const MirrorColumn *cols, int from, int to, const char *prefix)
+void
+mirror_append_names(StringInfo sql, const MirrorColumn *cols, int from, int to, const char *prefix)
 {
 	int			i;
 
@@ -141,13 +134,13 @@ lob_unchanged(const char *alias, int n)
 }
 
 /* ON CONFLICT (keys) DO UPDATE SET ... (DO NOTHING for a key-only table) */
-static void
-append_upsert_tail(StringInfo sql, const MirrorColumn *cols, int ncols, int nkey)
+void
+mirror_append_upsert_tail(StringInfo sql, const MirrorColumn *cols, int ncols, int nkey)
 {
 	int			i;
 
 	appendStringInfoString(sql, " ON CONFLICT (");
-	append_names(sql, cols, 0, nkey, "");
+	mirror_append_names(sql, cols, 0, nkey, "");
 	if (ncols == nkey)
 	{
 		appendStringInfoString(sql, ") DO NOTHING");
@@ -170,12 +163,12 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 	initStringInfo(&sql);
 	/* the last change of every key */
 	appendStringInfoString(&sql, "WITH w AS MATERIALIZED (SELECT DISTINCT ON (");
-	append_names(&sql, cols, 0, nkey, "s.");
+	mirror_append_names(&sql, cols, 0, nkey, "s.");
 	appendStringInfoString(&sql, ") ");
-	append_names(&sql, cols, 0, ncols, "s.");
+	mirror_append_names(&sql, cols, 0, ncols, "s.");
 	appendStringInfo(&sql, ", s._cdc_op, s._cdc_update_mask FROM %s s WHERE" LSN_RANGE
 					 " ORDER BY ", staging);
-	append_names(&sql, cols, 0, nkey, "s.");
+	mirror_append_names(&sql, cols, 0, nkey, "s.");
 	appendStringInfoString(&sql, ", " EXEC_ORDER_DESC ")");
 	/* per LOB column: its latest change in the window that set it */
 	for (i = nkey; i < ncols; i++)
@@ -184,23 +177,23 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 			continue;
 		any_lob = true;
 		appendStringInfo(&sql, ", l%d AS (SELECT DISTINCT ON (", i);
-		append_names(&sql, cols, 0, nkey, "s.");
+		mirror_append_names(&sql, cols, 0, nkey, "s.");
 		appendStringInfoString(&sql, ") ");
-		append_names(&sql, cols, 0, nkey, "s.");
+		mirror_append_names(&sql, cols, 0, nkey, "s.");
 		appendStringInfo(&sql, ", s.%s AS v FROM %s s WHERE" LSN_RANGE
 						 " AND s._cdc_op IN ('insert', 'update_after') AND NOT %s ORDER BY ",
 						 cols[i].name, staging, lob_unchanged("s", cols[i].mask_ordinal));
-		append_names(&sql, cols, 0, nkey, "s.");
+		mirror_append_names(&sql, cols, 0, nkey, "s.");
 		appendStringInfoString(&sql, ", " EXEC_ORDER_DESC ")");
 	}
 	/* keys whose last change removes them */
 	appendStringInfo(&sql, ", d AS (DELETE FROM %s m USING w WHERE w._cdc_op IN"
 					 " ('delete', 'update_before') AND ", mirror);
-	append_key_join(&sql, cols, nkey, "m", "w");
+	mirror_append_key_join(&sql, cols, nkey, "m", "w");
 	appendStringInfoString(&sql, ") ");
 	/* the others: upsert */
 	appendStringInfo(&sql, "INSERT INTO %s (", mirror);
-	append_names(&sql, cols, 0, ncols, "");
+	mirror_append_names(&sql, cols, 0, ncols, "");
 	appendStringInfoString(&sql, ") SELECT ");
 	for (i = 0; i < ncols; i++)
 	{
@@ -218,7 +211,7 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 	if (any_lob)
 	{
 		appendStringInfo(&sql, " LEFT JOIN %s m ON ", mirror);
-		append_key_join(&sql, cols, nkey, "m", "w");
+		mirror_append_key_join(&sql, cols, nkey, "m", "w");
 		for (i = nkey; i < ncols; i++)
 		{
 			char	   *alias;
@@ -227,11 +220,11 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 				continue;
 			alias = psprintf("l%d", i);
 			appendStringInfo(&sql, " LEFT JOIN %s ON ", alias);
-			append_key_join(&sql, cols, nkey, alias, "w");
+			mirror_append_key_join(&sql, cols, nkey, alias, "w");
 		}
 	}
 	appendStringInfoString(&sql, " WHERE w._cdc_op NOT IN ('delete', 'update_before')");
-	append_upsert_tail(&sql, cols, ncols, nkey);
+	mirror_append_upsert_tail(&sql, cols, ncols, nkey);
 	return sql.data;
 }
 
@@ -243,11 +236,11 @@ build_snapshot_sql(const char *staging, const char *mirror, const MirrorColumn *
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s (", mirror);
-	append_names(&sql, cols, 0, ncols, "");
+	mirror_append_names(&sql, cols, 0, ncols, "");
 	appendStringInfoString(&sql, ") SELECT ");
-	append_names(&sql, cols, 0, ncols, "s.");
+	mirror_append_names(&sql, cols, 0, ncols, "s.");
 	appendStringInfo(&sql, " FROM %s s WHERE" CHUNK_RANGE, staging);
-	append_upsert_tail(&sql, cols, ncols, nkey);
+	mirror_append_upsert_tail(&sql, cols, ncols, nkey);
 	return sql.data;
 }
 
@@ -296,20 +289,20 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 typedef char *(*MirrorSqlBuilder) (const char *staging, const char *mirror,
 								   const MirrorColumn *cols, int ncols, int nkey);
 
+/* apply into target (the mirror or its shadow, a relation name) */
 static void
 apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
-			MirrorSqlBuilder build, const char *range, const MssqlLsn *a, const MssqlLsn *b)
+			const char *target, MirrorSqlBuilder build, const char *range,
+			const MssqlLsn *a, const MssqlLsn *b)
 {
 	MirrorColumn *cols;
 	int			ncols;
 	int			nkey;
 
-	if (!mirror_enabled(table))
-		return;
 	cols = mirror_columns(src, &ncols, &nkey);
 	run_as_role(table, run_as,
 				build(quote_qualified_identifier(table->staging_schema, table->staging_table),
-					  quote_qualified_identifier(table->mirror_schema, table->mirror_table),
+					  quote_qualified_identifier(table->mirror_schema, target),
 					  cols, ncols, nkey),
 				range, a, b);
 }
@@ -318,12 +311,41 @@ void
 mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
 					const MssqlLsn *from, const MssqlLsn *to)
 {
-	apply_range(table, src, run_as, build_window_sql, LSN_RANGE, from, to);
+	if (mirror_enabled(table))
+		apply_range(table, src, run_as, table->mirror_table, build_window_sql, LSN_RANGE,
+					from, to);
 }
 
 void
 mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
 					  const MssqlLsn *l0, const MssqlLsn *first_seqval)
 {
-	apply_range(table, src, run_as, build_snapshot_sql, CHUNK_RANGE, l0, first_seqval);
+	char	   *shadow;
+
+	if (!mirror_enabled(table))
+		return;
+	/* a resnapshot fills the shadow; readers keep the whole old mirror */
+	shadow = mirror_shadow_if_building(table);
+	apply_range(table, src, run_as, shadow ? shadow : table->mirror_table, build_snapshot_sql,
+				CHUNK_RANGE, l0, first_seqval);
+}
+
+int
+mirror_run_sql(const char *sql, Oid run_as)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			rc;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(run_as, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute(sql, false, 0);
+	if (rc < 0)
+		elog(ERROR, "mirror statement failed (%s): %s", SPI_result_code_string(rc), sql);
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return rc;
 }

@@ -254,6 +254,8 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 	/* a short chunk means the keyset is exhausted: hand over to streaming */
 	done = copied < chunk_rows;
 	apply_snapshot_progress(table->table_id, last_key, copied, done, &table->snapshot_lsn);
+	if (done)
+		mirror_snapshot_done(table, src, run_as);
 	MemoryContextDelete(keycxt);
 
 	/*

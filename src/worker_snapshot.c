@@ -15,6 +15,7 @@
 #include "apply.h"
 #include "catalog.h"
 #include "error_condition.h"
+#include "mirror.h"
 #include "shmem.h"
 #include "snapshot.h"
 #include "table_settings.h"
@@ -88,6 +89,9 @@ worker_start_snapshot(MssqlCdcTable *table)
 	/* the history the snapshot starts from, remembered with its L0 */
 	worker_timeline_fingerprint_at(&l0);
 	started = apply_snapshot_begin(table->table_id, &l0, estimate);
+	/* a resnapshot rebuilds the mirror aside (mirror_rebuild.c) */
+	if (started)
+		mirror_snapshot_begin(table, worker_args.run_as);
 	worker_commit_xact();
 	if (started)
 	{

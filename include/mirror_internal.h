@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * mirror_internal.h
+ *		What mirror_apply.c and mirror_rebuild.c share: the mirror's
+ *		columns and pieces of the SQL built over them.
+ *
+ * IDENTIFICATION
+ *		include/mirror_internal.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MSSQL_CDC_MIRROR_INTERNAL_H
+#define MSSQL_CDC_MIRROR_INTERNAL_H
+
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "source_schema.h"
+
+/* One staged column of the mirror */
+typedef struct MirrorColumn
+{
+	const char *name;			/* quoted */
+	bool		is_key;
+	int			mask_ordinal;	/* LOB: its bit in __$update_mask; else 0 */
+} MirrorColumn;
+
+/* The staged columns, key columns in key order first (*nkey of them) */
+extern MirrorColumn *mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey);
+
+/* "a.k1 = b.k1 AND a.k2 = b.k2" */
+extern void mirror_append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey,
+								   const char *a, const char *b);
+
+/* "prefix c[from], ..., prefix c[to - 1]" */
+extern void mirror_append_names(StringInfo sql, const MirrorColumn *cols, int from, int to,
+								const char *prefix);
+
+/* ON CONFLICT (keys) DO UPDATE SET c = EXCLUDED.c ... (DO NOTHING: key only) */
+extern void mirror_append_upsert_tail(StringInfo sql, const MirrorColumn *cols, int ncols,
+									  int nkey);
+
+/* Run SQL (no parameters) as run_as; returns SPI's result code */
+extern int	mirror_run_sql(const char *sql, Oid run_as);
+
+/* The shadow a resnapshot builds (mirror_rebuild.c), or NULL when none is being built */
+extern char *mirror_shadow_if_building(const MssqlCdcTable *table);
+
+#endif							/* MSSQL_CDC_MIRROR_INTERNAL_H */
