@@ -433,8 +433,13 @@ def execute_update(ctx, st: A.Update):
     # In-place updates; a change of the primary key, or of a unique index's
     # key (engine option unique_update = 'split', the default), is a
     # deferred update that CDC records as delete + insert (ENGINE.md).
-    detect = key_change_detector(table) if ctx.engine.options.get("unique_update", "split") == "split" else None
-    split = [p for p in planned if p[3] != p[0] or (detect is not None and detect(p[1].values, p[2]))]
+    # unique_update = 'in_place_keys': even a primary-key change is logged
+    # as 3/4 (the row still moves to its new key in storage)
+    mode = ctx.engine.options.get("unique_update", "split")
+    detect = key_change_detector(table) if mode == "split" else None
+    keys_in_place = mode == "in_place_keys"
+    split = [p for p in planned
+             if (p[3] != p[0] and not keys_in_place) or (detect is not None and detect(p[1].values, p[2]))]
     split_ids = {id(p) for p in split}
     for p in planned:
         key, head, new, newkey = p
@@ -442,7 +447,7 @@ def execute_update(ctx, st: A.Update):
             w.txn.update(table, key, head, new)
             if id(p) not in split_ids:
                 w.log("U", head.values, new, changed_ids)
-    moved = [p for p in split if p[3] != p[0]]
+    moved = [p for p in planned if p[3] != p[0]]
     for key, head, new, newkey in moved:
         w.txn.delete(table, key, head)
     for key, head, new, newkey in moved:
@@ -450,6 +455,9 @@ def execute_update(ctx, st: A.Update):
         if cur is not None and cur.xmax is None:
             raise w.dup_error(new)
         w.txn.insert(table, newkey, new)
+    if keys_in_place:
+        for key, head, new, newkey in moved:
+            w.log("U", head.values, new, changed_ids)
     w.log_split([(p[1].values, p[2]) for p in split])
     check_unique(table, [p[2] for p in planned] if table.unique_indexes else None, st.line)
     return len(planned)

@@ -25,7 +25,7 @@ statement_log = logging.getLogger("standin.statements")
 
 # engine options with a fixed set of values (the UNCONFIRMED shapes of ENGINE.md)
 OPTION_CHOICES = {"split_update_seqval": ("shared", "ascending", "inverted"),
-                  "unique_update": ("split", "in_place")}
+                  "unique_update": ("split", "in_place", "in_place_keys")}
 
 
 def _journal_entries(undo):

@@ -118,6 +118,20 @@ class InPlaceUniqueTest(SplitUpdateTest):
         self.assertEqual([s[:3] for s in shaped], [(1, 1, "Z"), (2, 7, "Z")])
 
 
+class InPlaceKeysTest(SplitUpdateTest):
+    options = {"unique_update": "in_place_keys"}
+
+    def test_primary_key_update_is_3_4(self):
+        shaped, _ = self.last_txn("UPDATE t SET id = 7 WHERE id = 1")
+        self.assertEqual([s[:3] for s in shaped], [(3, 1, "A"), (4, 7, "A")])
+        self.assertEqual(self.rows("SELECT id FROM t ORDER BY id"), [(2,), (3,), (7,)])
+
+    def test_key_shift_is_3_4_pairs(self):
+        shaped, _ = self.last_txn("UPDATE t SET id = id + 1")
+        self.assertEqual(sorted(s[0] for s in shaped), [3, 3, 3, 4, 4, 4])
+        self.assertEqual(self.rows("SELECT id FROM t ORDER BY id"), [(2,), (3,), (4,)])
+
+
 class BadOptionTest(EngineTest):
     def test_unknown_shape_is_refused(self):
         with self.assertRaises(ValueError):
