@@ -51,6 +51,7 @@
 #include "catalog.h"
 #include "cdc_clock.h"
 #include "change_query.h"
+#include "mirror.h"
 #include "source_schema.h"
 #include "staging.h"
 #include "staging_writer.h"
@@ -476,8 +477,13 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
+	/*
+	 * A mirror needs the before-images even when the changelog keeps none:
+	 * a primary-key change may arrive as an update pair 3/4, whose 3 holds
+	 * the old key (mirror_apply.c removes them from the changelog again)
+	 */
 	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols,
-					  table->update_before, ordered, from, to);
+					  table->update_before || mirror_enabled(table), ordered, from, to);
 	while (!result.cut && tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);

@@ -282,6 +282,17 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 		if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not remove the applied rows of a mirror-only table");
 	}
+	else if (!table->update_before)
+	{
+		/* read for the mirror only (apply.c): the changelog keeps no before-images */
+		char	   *del = psprintf("DELETE FROM %s s WHERE%s AND s._cdc_op OPERATOR(pg_catalog.=) 'update_before'",
+								   quote_qualified_identifier(table->staging_schema,
+															  table->staging_table),
+								   range);
+
+		if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not remove the before-images read for a mirror");
+	}
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
