@@ -248,6 +248,24 @@ build_snapshot_sql(const char *staging, const char *mirror, const MirrorColumn *
  * Run the mirror statement and, in mirror-only mode, delete the staging
  * rows it read (same range), as run_as.
  */
+/*
+ * Remove staged rows of range (and extra) again in the window's
+ * transaction: all of a mirror-only table's, or the before-images read
+ * only for the mirror.
+ */
+static void
+delete_staged(const MssqlCdcTable *table, const char *range, const char *extra,
+			  Oid *types, Datum *values)
+{
+	char	   *del = psprintf("DELETE FROM %s s WHERE%s%s",
+							   quote_qualified_identifier(table->staging_schema, table->staging_table),
+							   range, extra);
+
+	if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not remove applied rows of table \"%s.%s\" from its changelog",
+			 table->staging_schema, table->staging_table);
+}
+
 static void
 run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 			const char *range, const MssqlLsn *a, const MssqlLsn *b)
@@ -273,26 +291,11 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 		elog(ERROR, "could not apply changes to mirror table \"%s.%s\"",
 			 table->mirror_schema, table->mirror_table);
 	if (!table->changelog)
-	{
-		char	   *del = psprintf("DELETE FROM %s s WHERE%s",
-								   quote_qualified_identifier(table->staging_schema,
-															  table->staging_table),
-								   range);
-
-		if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not remove the applied rows of a mirror-only table");
-	}
+		delete_staged(table, range, "", types, values);
 	else if (!table->update_before)
-	{
 		/* read for the mirror only (apply.c): the changelog keeps no before-images */
-		char	   *del = psprintf("DELETE FROM %s s WHERE%s AND s._cdc_op OPERATOR(pg_catalog.=) 'update_before'",
-								   quote_qualified_identifier(table->staging_schema,
-															  table->staging_table),
-								   range);
-
-		if (SPI_execute_with_args(del, 2, types, values, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not remove the before-images read for a mirror");
-	}
+		delete_staged(table, range, " AND s._cdc_op OPERATOR(pg_catalog.=) 'update_before'",
+					  types, values);
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
