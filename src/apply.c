@@ -618,11 +618,15 @@ first_free_seqval(Relation rel, Oid run_as, const MssqlLsn *l0, MssqlLsn *seqval
 	/*
 	 * Qualified names: a bare "ORDER BY _cdc_seqval" would sort by the
 	 * output column (the text), which no index provides, so every chunk
-	 * would read and sort all snapshot rows at L0.  This is one backward
-	 * step in the primary key.
+	 * would read and sort all snapshot rows at L0.  With _cdc_lsn and
+	 * _cdc_command_id (0 for every snapshot row) both fixed this is one
+	 * backward step in the primary key (_cdc_lsn, _cdc_command_id,
+	 * _cdc_seqval, _cdc_op); without the second, every chunk sorted all the
+	 * snapshot rows staged so far (quadratic in the table's size).
 	 */
 	sql = psprintf("SELECT s._cdc_seqval::text FROM %s.%s s"
 				   " WHERE s._cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn"
+				   " AND s._cdc_command_id OPERATOR(pg_catalog.=) 0"
 				   " AND s._cdc_op OPERATOR(pg_catalog.=) 'snapshot'"
 				   " ORDER BY s._cdc_seqval DESC LIMIT 1",
 				   quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
