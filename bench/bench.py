@@ -56,6 +56,9 @@ def parse_args():
     ap.add_argument("--rtt-ms", metavar="LIST", type=RTT.parse_list, default=None,
                     help="simulated network round trips (ms, comma separated) of the rtt phase: snapshot and "
                          "streaming next to freebcp→COPY at each (default 0,1,10; --smoke: 0,10)")
+    ap.add_argument("--no-mirror", dest="mirror", action="store_false",
+                    help="leave out the mirror contenders (doc/mirror.md) of the snapshot (narrow table) and "
+                         "streaming (small transactions) phases")
     ap.add_argument("--tds-log", action="store_true",
                     help="keep the stand-in's statement log (workdir/tds.log): what each contender sent")
     ap.add_argument("--out", help="report path (.md; a .json is written next to it)")
@@ -70,6 +73,11 @@ def parse_args():
     # tls and rtt last: they add the workers of more foreign servers (rtt
     # pauses the others first)
     a.phases = a.only or ["snapshot", "streaming", "latency", "tls", "rtt"]
+    if a.mirror:
+        # where each contender's PostgreSQL time goes (track all: the
+        # worker's SPI statements are counted whatever their nesting level)
+        PG_SETTINGS["shared_preload_libraries"] = "'mssql_cdc,pg_stat_statements'"
+        PG_SETTINGS["pg_stat_statements.track"] = "all"
     PG_SETTINGS["mssql_cdc.poll_interval"] = "'%dms'" % a.poll_ms
     PG_SETTINGS["mssql_cdc.snapshot_chunk_rows"] = str(a.chunk_rows)
     return a
@@ -79,7 +87,7 @@ def prepare_source(si, a):
     print("== source: tables and %d rows each (fill_table)" % a.rows, flush=True)
     si.tsql("ALTER DATABASE cdcdb SET ALLOW_SNAPSHOT_ISOLATION ON\nEXEC sys.sp_cdc_enable_db\n" +
             "\n".join(TB.create_sql(t) for t in (TB.NARROW, TB.WIDE, TB.STREAM_SMALL, TB.STREAM_LARGE, TB.LATENCY,
-                                                 TB.STREAM_PLAIN, TB.STREAM_TLS)))
+                                                 TB.STREAM_PLAIN, TB.STREAM_TLS, TB.STREAM_MIRROR)))
     for t in (TB.NARROW, TB.WIDE):
         if t is TB.WIDE and ("snapshot" not in a.phases or (a.table and "wide" not in a.table)):
             continue                # only the wide snapshot reads it
@@ -89,7 +97,8 @@ def prepare_source(si, a):
     # one capture_now publishes a whole backlog (the streaming phase times
     # the worker, not the capture job's batching)
     si.tsql("\n".join(TB.enable_cdc_sql(t) for t in (TB.NARROW, TB.WIDE, TB.STREAM_SMALL, TB.STREAM_LARGE,
-                                                       TB.LATENCY, TB.STREAM_PLAIN, TB.STREAM_TLS)) +
+                                                       TB.LATENCY, TB.STREAM_PLAIN, TB.STREAM_TLS,
+                                                       TB.STREAM_MIRROR)) +
             "\nEXEC sys.sp_cdc_change_job @job_type = N'capture', @maxtrans = 10000000, @maxscans = 10")
     deadline = time.time() + 30
     while si.max_lsn() is None:
@@ -98,17 +107,19 @@ def prepare_source(si, a):
         time.sleep(0.05)
 
 
-def prepare_postgres(pg, si):
+def prepare_postgres(pg, si, mirror):
     # src: the stand-in offers no TLS outside the TLS phase, so plain text
     # is asked for; plain and tls are the two sides of the TLS phase
-    pg.psql("CREATE EXTENSION mssql_cdc; CREATE EXTENSION tds_fdw;"
+    pg.psql("CREATE EXTENSION mssql_cdc; CREATE EXTENSION tds_fdw;" +
+            ("CREATE EXTENSION pg_stat_statements;" if mirror else "") +
             "CREATE SERVER fdw FOREIGN DATA WRAPPER tds_fdw OPTIONS (servername '127.0.0.1', port '%d', "
             "database 'cdcdb', tds_version '7.4');"
             "CREATE USER MAPPING FOR postgres SERVER fdw OPTIONS (username 'sa', password '%s');"
             % (si.port, SA_PASSWORD))
     for server, tls in (("src", "encryption 'off'"), ("plain", "encryption 'off'"),
                         ("src_fn", "encryption 'off', data_query_mode 'function'"),
-                        ("tls", "ca_file '%s'" % si.ca_file)):
+                        ("tls", "ca_file '%s'" % si.ca_file)) + \
+            ((("mir_only", "encryption 'off'"), ("mir_both", "encryption 'off'")) if mirror else ()):
         pg.psql("CREATE SERVER %s FOREIGN DATA WRAPPER mssql_cdc OPTIONS (host '127.0.0.1', port '%d', "
                 "database 'cdcdb', query_timeout '600', %s);"
                 "CREATE USER MAPPING FOR postgres SERVER %s OPTIONS (username 'sa', password '%s');"
@@ -139,7 +150,7 @@ def main():
             shown.append(arg)
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
                          "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
-                         "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms,
+                         "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms, "mirror": a.mirror,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
@@ -147,7 +158,7 @@ def main():
         raw = RawServe(workdir)
         prepare_source(si, a)
         pg = Postgres(workdir, PG_SETTINGS)
-        prepare_postgres(pg, si)
+        prepare_postgres(pg, si, a.mirror)
         if "snapshot" in a.phases:
             report["snapshot"] = {}
             for t in (TB.NARROW, TB.WIDE):
@@ -155,14 +166,16 @@ def main():
                     continue
                 print("== snapshot: %s table" % t[0], flush=True)
                 P.create_baseline_tables(pg, t, "use_remote_estimate '0'")
-                report["snapshot"][t[0]] = P.snapshot(si, pg, raw, t, a.rows, workdir, a.chunk_rows)
+                report["snapshot"][t[0]] = P.snapshot(si, pg, raw, t, a.rows, workdir, a.chunk_rows,
+                                                      mirror=a.mirror and t is TB.NARROW)
         if "streaming" in a.phases:
             report["streaming"] = {}
             for t, txn in ((TB.STREAM_SMALL, a.small_txn_rows), (TB.STREAM_LARGE, a.large_txn_rows)):
                 label = "%d changes, %d rows per transaction" % (a.rows // txn * txn, txn)
                 print("== streaming: " + label, flush=True)
                 P.add_streaming_table(pg, t[0], function_path=True)
-                report["streaming"][label] = P.streaming(si, pg, raw, t[0], a.rows // txn * txn, txn, workdir)
+                report["streaming"][label] = P.streaming(si, pg, raw, t[0], a.rows // txn * txn, txn, workdir,
+                                                         mirror=a.mirror and t is TB.STREAM_SMALL)
         if "latency" in a.phases:
             print("== latency: %.0f s at a steady rate" % a.latency_seconds, flush=True)
             report["latency"] = P.latency(si, pg, a.latency_seconds, 20)

@@ -138,14 +138,36 @@ def wait_until(pg, source_table, done, timeout, poll=0.05, server="src"):
         time.sleep(poll)
 
 
+def mirror_table(pg, source_table, server="src"):
+    """The mirror table of a table (doc/mirror.md), or None."""
+    name = pg.psql("SELECT format('%%I.%%I', mirror_schema, mirror_table) FROM mssql_cdc.tables "
+                   "WHERE server_name = '%s' AND source_table = '%s' AND mirror_table IS NOT NULL"
+                   % (server, source_table))
+    return name or None
+
+
+def copied_rows(pg, source_table, server, op):
+    """Rows a table holds after a run: its mirror's rows if it has one (a
+    mirror-only table stages nothing), else its staging rows of _cdc_op op."""
+    mirror = mirror_table(pg, source_table, server)
+    if mirror:
+        return int(pg.psql("SELECT count(*) FROM %s" % mirror))
+    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
+                      % (source_table, server))
+    return int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = '%s'" % (staging, op)))
+
+
 def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200, server="src", staging_table=None,
-                       on_done=None):
-    """mssql_cdc's initial snapshot: add_table, then the time until the
-    table streams (every chunk committed and the handoff done); on_done's
-    result, called right then, is merged into the result."""
+                       on_done=None, options=""):
+    """mssql_cdc's initial snapshot: add_table (with `options`, e.g.
+    ", mirror => true"), then the time until the table streams (every chunk
+    committed and the handoff done); on_done's result, called right then, is
+    merged into the result.  rows: the staging table's snapshot rows, or the
+    mirror's rows when the table has a mirror."""
     t0 = time.time()
-    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'initial'%s)"
-            % (server, source_table, "" if staging_table is None else ", staging_table => '%s'" % staging_table))
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'initial'%s%s)"
+            % (server, source_table, "" if staging_table is None else ", staging_table => '%s'" % staging_table,
+               options))
     pid = worker_pid(pg, server=server)
     from .procstat import Sampler
     sampler = Sampler(pid)
@@ -158,5 +180,5 @@ def mssql_cdc_snapshot(pg, source_table, rows, standin_pid, timeout=7200, server
     usage.update(done)
     staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
                       % (source_table, server))
-    copied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'snapshot'" % staging))
+    copied = copied_rows(pg, source_table, server, "snapshot")
     return dict({"rows": copied, "seconds": seconds, "staging": staging}, **usage)

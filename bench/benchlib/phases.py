@@ -69,7 +69,40 @@ def keyset_chunks(table, rows, chunk_rows):
         for k in range(0, rows + 1, chunk_rows)]
 
 
-def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
+# mirror contenders (bench.py --no-mirror leaves them out): (label, foreign
+# server, add_table options); the servers are made by bench.py
+MIRROR_SNAPSHOTS = (
+    ("mssql_cdc mirror snapshot (mirror only)", "mir_only", ", mirror => true, changelog => false"),
+    ("mssql_cdc mirror snapshot (mirror + changelog)", "mir_both", ", mirror => true"),
+)
+MIRROR_STREAM_LABEL = "mssql_cdc mirror streaming (mirror only)"
+MIRROR_STREAM_OPTIONS = ", mirror => true, changelog => false"
+
+
+# the benchmark's own statements (its polls of status, counts, add_table
+# calls), left out of the profiles: they are not the worker's work
+BENCH_STATEMENTS = (r"^(SELECT (state, rows_applied|count\(\*\)|staging_table|pid|encrypted|format\(|"
+                    r"mssql_cdc\.(pause|resume|add_table))|CREATE|SELECT staging_column)|pg_stat_statements")
+
+
+def apply_profile(pg, top=6):
+    """The statements that took the most time since the last call
+    (pg_stat_statements, every user: the worker's apply statements), reset
+    after reading: where a contender's PostgreSQL time went."""
+    if pg.psql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'") != "1":
+        return []
+    out = []
+    for line in pg.psql("SELECT round(total_exec_time::numeric, 1), calls, rows, "
+                        "left(regexp_replace(query, '\s+', ' ', 'g'), 160) FROM pg_stat_statements "
+                        "WHERE query !~ '%s' "
+                        "ORDER BY total_exec_time DESC LIMIT %d" % (BENCH_STATEMENTS, top)).splitlines():
+        ms, calls, nrows, query = line.split("|", 3)
+        out.append({"ms": float(ms), "calls": int(calls), "rows": int(nrows), "query": query})
+    pg.psql("SELECT pg_stat_statements_reset()")
+    return out
+
+
+def snapshot(si, pg, raw, table, rows, workdir, chunk_rows, mirror=False):
     name = table[0]
     select = "SELECT %s FROM dbo.%s" % (TB.column_list(table), name)
     results = {}
@@ -82,7 +115,19 @@ def snapshot(si, pg, raw, table, rows, workdir, chunk_rows):
     results["stand-in keyset chunks"] = raw.run(si, keyset_chunks(table, rows, chunk_rows))
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, select, "pipe_%s" % name, workdir)
     results["tds_fdw INSERT…SELECT"] = C.tds_fdw_insert(pg, "ft_%s" % name, "fdw_%s" % name)
+    apply_profile(pg)
     results["mssql_cdc snapshot"] = C.mssql_cdc_snapshot(pg, name, rows, si.pid)
+    if mirror:
+        results["mssql_cdc snapshot"]["profile"] = apply_profile(pg)
+        # the same chunks into a mirror, on servers of their own (one table
+        # per server and source table); each paused once done
+        for label, server, options in MIRROR_SNAPSHOTS:
+            pause(pg, "src")
+            results[label] = C.mssql_cdc_snapshot(pg, name, rows, si.pid, server=server, options=options)
+            results[label]["profile"] = apply_profile(pg)
+            pause(pg, server)
+            pg.psql("SELECT mssql_cdc.resume('src')")
+            C.worker_pid(pg)
     wire = results["stand-in raw serve"]["wire_bytes"]
     for r in results.values():
         r["mb"] = wire / 1e6          # the same source bytes for every reader
@@ -101,10 +146,11 @@ CHANGE_COLUMNS = "__$start_lsn, __$seqval, __$operation, __$update_mask"
 # the other
 FUNCTION_SERVER = "src_fn"
 
-def add_streaming_table(pg, name, server="src", function_path=False):
-    """A table streamed by `server`; with function_path also through the
-    function-path source FUNCTION_SERVER (paused until function_path_run)."""
-    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never')" % (server, name))
+def add_streaming_table(pg, name, server="src", function_path=False, options=""):
+    """A table streamed by `server` (add_table's `options`, e.g.
+    ", mirror => true"); with function_path also through the function-path
+    source FUNCTION_SERVER (paused until function_path_run)."""
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never'%s)" % (server, name, options))
     C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120, server=server)
     if not function_path:
         return
@@ -188,17 +234,25 @@ def catch_up(si, pg, name, rows, txn_rows, server="src", on_start=None, on_done=
     usage["standin_cpu_s"] = source.stop()["cpu_s"]
     usage.update(done)
     si.ctl("capture_resume")
-    staging = pg.psql("SELECT staging_table FROM mssql_cdc.status WHERE source_table = 'dbo.%s' AND server = '%s'"
-                      % (name, server))
-    applied = int(pg.psql("SELECT count(*) FROM %s WHERE _cdc_op = 'insert'" % staging))
+    applied = C.copied_rows(pg, name, server, "insert")
     return dict({"rows": applied, "seconds": seconds, "capture_s": capture_s, "generate_s": gen_s}, **usage)
 
 
-def streaming(si, pg, raw, name, rows, txn_rows, workdir):
+def streaming(si, pg, raw, name, rows, txn_rows, workdir, mirror=False):
     """mssql_cdc's catch-up of a backlog, and the baselines on the same
-    change rows."""
+    change rows; with mirror also the same backlog (the same rows, in
+    dbo.stream_mirror) applied into a mirror-only table."""
+    apply_profile(pg)
     caught_up = catch_up(si, pg, name, rows, txn_rows)
+    if mirror:
+        caught_up["profile"] = apply_profile(pg)
     function = function_path_run(si, pg, name, rows)
+    mirrored = None
+    if mirror:
+        add_streaming_table(pg, TB.STREAM_MIRROR[0], options=MIRROR_STREAM_OPTIONS)
+        apply_profile(pg)
+        mirrored = catch_up(si, pg, TB.STREAM_MIRROR[0], rows, txn_rows)
+        mirrored["profile"] = apply_profile(pg)
 
     changes = ("SELECT %s, %s FROM cdc.fn_cdc_get_all_changes_dbo_%s(sys.fn_cdc_get_min_lsn(N'dbo_%s'), "
                "sys.fn_cdc_get_max_lsn(), N'all update old') ORDER BY __$start_lsn, __$seqval, __$operation"
@@ -222,6 +276,8 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir):
     results["freebcp→COPY"] = C.freebcp_copy(si, pg, changes, target, workdir)
     results["mssql_cdc streaming"] = caught_up
     results["mssql_cdc streaming (function)"] = function
+    if mirrored is not None:
+        results[MIRROR_STREAM_LABEL] = mirrored
     wire = results["stand-in change query"]["wire_bytes"]
     for r in results.values():
         r["mb"] = wire / 1e6

@@ -60,6 +60,15 @@ def targets(report, poll_ms):
     for t, res in report.get("streaming", {}).items():
         v = ratio(res, "mssql_cdc streaming", "freebcp→COPY")
         row("streaming %s ≥ 0.6× freebcp→COPY" % t, v, v is not None and v >= 0.6, "×")
+    # issue 15 point 4
+    for t, res in report.get("snapshot", {}).items():
+        for name in mirror_contenders(res):
+            v = ratio(res, name, "freebcp→COPY")
+            row("%s %s ≥ 0.8× freebcp→COPY" % (name, t), v, v is not None and v >= 0.8, "×")
+    for t, res in report.get("streaming", {}).items():
+        for name in mirror_contenders(res):
+            v = ratio(res, name, "freebcp→COPY")
+            row("%s %s ≥ 0.5× freebcp→COPY" % (name, t), v, v is not None and v >= 0.5, "×")
     lat = report.get("latency")
     if lat:
         row("latency p99 ≤ poll interval + 100 ms (%d ms)" % (poll_ms + 100), lat["p99_ms"],
@@ -74,6 +83,28 @@ def targets(report, poll_ms):
     if peaks:
         row("worker private RSS < 100 MB (every phase)", max(peaks), max(peaks) < 100, " MB")
     return out + [""]
+
+
+def mirror_contenders(results):
+    return [name for name in results if name.startswith("mssql_cdc mirror ")]
+
+
+def profile_tables(report):
+    """The statements each profiled contender spent its PostgreSQL time in
+    (pg_stat_statements, track = all, reset before each contender)."""
+    lines = []
+    for phase in ("snapshot", "streaming"):
+        for t, res in report.get(phase, {}).items():
+            for name, r in res.items():
+                if not r.get("profile"):
+                    continue
+                lines += ["#### %s, %s %s: top statements (pg_stat_statements) over %.2f s" % (
+                    name, phase, t, r["seconds"]), "",
+                    "| total ms | calls | rows | statement |", "|---:|---:|---:|---|"]
+                lines += ["| %.1f | %d | %d | `%s` |" % (p["ms"], p["calls"], p["rows"],
+                                                         p["query"].replace("|", "\\|")) for p in r["profile"]]
+                lines.append("")
+    return (["### Where the PostgreSQL time goes (pg_stat_statements)", ""] + lines) if lines else []
 
 
 def rtt_ratio(res):
@@ -127,6 +158,9 @@ def worker_results(report):
         out.append(res["mssql_cdc streaming"])
         if "mssql_cdc streaming (function)" in res:
             out.append(res["mssql_cdc streaming (function)"])
+    for phase in ("snapshot", "streaming"):
+        for res in report.get(phase, {}).values():
+            out.extend(res[name] for name in mirror_contenders(res))
     if report.get("latency"):
         out.append(report["latency"])
     for res in report.get("rtt", {}).values():
@@ -195,11 +229,16 @@ def render(report):
             lines.append(worker_line("streaming %s, function path" % t, res["mssql_cdc streaming (function)"]))
     if lat:
         lines.append(worker_line("latency", lat))
+    for phase in ("snapshot", "streaming"):
+        for t, res in report.get(phase, {}).items():
+            for name in mirror_contenders(res):
+                lines.append(worker_line("%s, %s %s" % (name, phase, t), res[name]))
     for name, r in (tls or {}).items():
         lines.append(worker_line(name, r))
     for ms, res in report.get("rtt", {}).items():
         for phase in ("snapshot", "streaming"):
             lines.append(worker_line("%s at %s ms RTT" % (phase, ms), res[phase]["mssql_cdc"]))
+    lines += [""] + profile_tables(report)
     return "\n".join(lines) + "\n"
 
 

@@ -24,6 +24,9 @@ WIDE = ("wide", [
 STREAM_SMALL = ("stream_small", NARROW[1])
 STREAM_LARGE = ("stream_large", NARROW[1])
 
+# the mirror streaming contender: the same backlog applied into a mirror
+STREAM_MIRROR = ("stream_mirror", NARROW[1])
+
 # the TLS phase: the same small-transaction backlog, once in plain text and
 # once over TLS (one table per foreign server)
 STREAM_PLAIN = ("stream_plain", NARROW[1])
