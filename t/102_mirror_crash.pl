@@ -4,10 +4,12 @@
 # (inserts, updates, primary key changes, deletes, multi-table
 # transactions) runs and the worker is SIGKILLed (a crash restart of the
 # cluster) and the cluster is stopped with -m immediate at random points,
-# during the copy and during streaming.  Afterwards every mirror equals its
-# source table row for row, the staging tables hold no change twice (the
-# mirror-only one none at all), and mssql_cdc.verify() finds nothing
-# missing, extra or different.
+# during the copy and during streaming, some of them inside a chunk (the
+# copy's SELECT stalls after a few rows) or a window (a change query
+# stalls after another table's rows were applied).  Afterwards every
+# mirror equals its source table row for row, the staging tables hold no
+# change twice (the mirror-only one none at all), and mssql_cdc.verify()
+# finds nothing missing, extra or different.
 use strict;
 use warnings;
 
@@ -28,7 +30,7 @@ note "random seed $seed (set MSSQL_CDC_CRASH_SEED to repeat)";
 
 # a SIGKILL costs a crash restart plus the launcher's restart delay (~6 s),
 # an immediate stop about one second
-my $kills_wanted = $ENV{MSSQL_CDC_CRASH_KILLS} // 4;
+my $kills_wanted = $ENV{MSSQL_CDC_CRASH_KILLS} // 6;
 my $stops_wanted = $ENV{MSSQL_CDC_CRASH_STOPS} // 4;
 my $rows = 1500;
 my @tables = qw(m1 m2 m3);
@@ -134,11 +136,11 @@ sub phases
 # ---------------------------------------------------------------------------
 # Crashes during the copy and during streaming
 # ---------------------------------------------------------------------------
-my ($kills, $stops, $in_copy, $in_stream) = (0, 0, 0, 0);
+my ($kills, $stops, $in_copy, $in_stream, $in_unit) = (0, 0, 0, 0, 0);
 my $t_start = time;
 while ($kills < $kills_wanted || $stops < $stops_wanted || $in_stream < 4)
 {
-	my $w = start_workload(4 + int(rand(8)));
+	my $w = start_workload(6 + int(rand(10)));
 	my $pid = wait_worker_pid($node, 30);
 	if (!defined $pid)
 	{
@@ -146,13 +148,31 @@ while ($kills < $kills_wanted || $stops < $stops_wanted || $in_stream < 4)
 		fail('the worker came back after the last crash');
 		last;
 	}
-	usleep(int(rand(500_000)));
+	my $copying = phases() =~ /snapshotting|pending/;
+	my $stall_set = 0;
+	if (rand() < 0.35)
+	{
+		# inside a chunk (the copy's SELECT stops after a few rows, which
+		# are already in the chunk's open transaction) or inside a window
+		# (m2's change query gets no answer after m1's rows were applied)
+		$si->ctl('stall', 'seconds=3',
+			$copying ? ('after_rows=' . (1 + int(rand(8))), 'match=SELECT TOP') : 'match=[dbo_m2_CT]');
+		$stall_set = 1;
+		usleep(300_000 + int(rand(400_000)));
+	}
+	else
+	{
+		usleep(int(rand(500_000)));
+	}
 	my $ph = phases();
-	my $copying = $ph =~ /snapshotting|pending/;
+	$copying = $ph =~ /snapshotting|pending/;
+	# the fault is gone once the worker ran into it
+	my $inside = $stall_set && $si->ctl('faults') !~ /stall/;
 	if ($stops >= $stops_wanted || ($kills < $kills_wanted && rand() < 0.5))
 	{
 		if (!kill_worker_and_wait($node, $pid))
 		{
+			$si->ctl('clear') if $stall_set;
 			finish_workload($w);
 			next;
 		}
@@ -165,15 +185,18 @@ while ($kills < $kills_wanted || $stops < $stops_wanted || $in_stream < 4)
 		usleep(int(rand(200_000)));
 		$node->start;
 	}
-	note "crash during: $ph";
+	$si->ctl('clear') if $stall_set;
+	note "crash during: $ph" . ($inside ? ' (inside a chunk or window)' : '');
 	$copying ? $in_copy++ : $in_stream++;
+	$in_unit++ if $inside;
 	finish_workload($w);
 	last if time - $t_start > 90;
 }
-note sprintf('%d SIGKILLs and %d immediate stops (%d during the copy, %d while every table streamed) in %.0f s',
-	$kills, $stops, $in_copy, $in_stream, time - $t_start);
+note sprintf('%d SIGKILLs and %d immediate stops (%d during the copy, %d while every table streamed, %d inside a chunk or window) in %.0f s',
+	$kills, $stops, $in_copy, $in_stream, $in_unit, time - $t_start);
 cmp_ok($in_copy, '>=', 2, 'several crashes hit the initial copy');
 cmp_ok($in_stream, '>=', 4, 'several crashes hit streaming');
+cmp_ok($in_unit, '>=', 1, 'a crash hit the middle of a chunk or window');
 cmp_ok($kills, '>=', 1, 'the worker was SIGKILLed');
 cmp_ok($stops, '>=', 1, 'the cluster was stopped in immediate mode');
 
