@@ -36,6 +36,10 @@ sub kill_worker_and_wait
 	my $log_offset = -s $node->logfile;
 	return 0 unless kill('KILL', $pid);
 	$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
+	# a psql refused during the restart exits before reading its query, and
+	# IPC::Run dies of the broken pipe ("ack Broken pipe"): first wait for
+	# the end of the recovery
+	$node->wait_for_log(qr/database system is ready to accept connections/, $log_offset);
 	$node->poll_query_until('postgres', 'SELECT true')
 	  or die 'the node did not come back after the crash restart';
 	return 1;
