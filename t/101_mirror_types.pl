@@ -232,6 +232,21 @@ cmp_ok(
 check_mirror($matrix, 'updates leaving LOBs unchanged');
 check_mirror($keyed, 'keys, updates leaving a LOB unchanged');
 
+# ---------------------------------------------------------------------------
+# resnapshot: the copy is rebuilt aside and merged into the mirror (rows
+# that differ are written); a row the source no longer has is gone
+# ---------------------------------------------------------------------------
+$si->tsql_ok(q{DELETE FROM dbo.mtypes WHERE id = 5}, update_sql('mtypes', 4, 6));
+wait_marker(902, 'before the resnapshot');
+$node->safe_psql('postgres', "INSERT INTO $mirror (id, c_xml) VALUES (99999, '<stray/>')");
+$node->safe_psql('postgres', q{SELECT mssql_cdc.resnapshot('src', 'dbo.mtypes')});
+ok( $node->poll_query_until('postgres', qq{SELECT (SELECT phase = 'streaming' FROM mssql_cdc.table_state
+	     JOIN mssql_cdc.tables USING (table_id) WHERE source_table = 'mtypes')
+	 AND NOT EXISTS (SELECT FROM $mirror WHERE id = 99999)}),
+	'the resnapshot finished')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status; SELECT * FROM mssql_cdc.errors');
+check_mirror($matrix, 'after a resnapshot');
+
 # the comparison sees a difference: one value moved in the mirror
 $node->safe_psql('postgres', "UPDATE $mirror SET c_int = c_int + 1 WHERE id = 3");
 like(mirror_diff($matrix, 'c_int', 0, 0), qr/^key \(3\): mirror 10 .*staging 9 /, 'a changed mirror value is found');
