@@ -127,7 +127,12 @@ mirror_snapshot_done(const MssqlCdcTable *table, const MssqlSourceTable *src, Oi
 	appendStringInfo(&sql, "DELETE FROM %s m WHERE NOT EXISTS (SELECT 1 FROM %s s WHERE ",
 					 mirror, shadow);
 	mirror_append_key_join(&sql, cols, nkey, "s", "m");
-	/* the others, written only where they differ (less for subscribers) */
+	/*
+	 * the others, written only where they differ (less for subscribers);
+	 * compared as the text of the rows: it needs no equality operator (xml
+	 * has none), and a difference that equality would hide (a numeric's
+	 * scale, -0) is written
+	 */
 	appendStringInfo(&sql, "); INSERT INTO %s AS m (", mirror);
 	mirror_append_names(&sql, cols, 0, ncols, "");
 	appendStringInfoString(&sql, ") SELECT ");
@@ -136,11 +141,11 @@ mirror_snapshot_done(const MssqlCdcTable *table, const MssqlSourceTable *src, Oi
 	mirror_append_upsert_tail(&sql, cols, ncols, nkey);
 	if (ncols > nkey)
 	{
-		appendStringInfoString(&sql, " WHERE (");
+		appendStringInfoString(&sql, " WHERE ROW(");
 		mirror_append_names(&sql, cols, nkey, ncols, "m.");
-		appendStringInfoString(&sql, ") IS DISTINCT FROM (");
+		appendStringInfoString(&sql, ")::pg_catalog.text IS DISTINCT FROM ROW(");
 		mirror_append_names(&sql, cols, nkey, ncols, "EXCLUDED.");
-		appendStringInfoChar(&sql, ')');
+		appendStringInfoString(&sql, ")::pg_catalog.text");
 	}
 	appendStringInfo(&sql, "; DROP TABLE %s", shadow);
 	mirror_run_sql(sql.data, run_as);
