@@ -399,6 +399,52 @@ change_key_cmp(const ChangeKey *a, const ChangeKey *b)
 }
 
 /*
+ * Add the current change row to the staging table (or, with close, flush
+ * and close it).  The unordered read of one transaction leaves a repeated
+ * row to the staging key: a unique violation there is SQL Server sending a
+ * change twice, a broken server (malformed_response), not a broken staging
+ * table.
+ */
+static void
+write_change_row(TdsSession *session, StagingUnit *unit, bool ordered, bool close)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (ordered)
+	{
+		if (close)
+			staging_unit_close(unit);
+		else
+			staging_writer_add(unit->writer, unit->values, unit->nulls);
+		return;
+	}
+	PG_TRY();
+	{
+		if (close)
+			staging_unit_close(unit);
+		else
+			staging_writer_add(unit->writer, unit->values, unit->nulls);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
+			PG_RE_THROW();
+		FlushErrorState();
+		tds_mark_malformed(session);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("SQL Server (server \"%s\") returned a malformed change result: the same change row twice in one transaction",
+						tds_session_server_name(session)),
+				 edata->detail ? errdetail("%s", edata->detail) : 0));
+	}
+	PG_END_TRY();
+}
+
+/*
  * One change row of the current TDS result as the unit's values; *key
  * gets its position (key->start_lsn is already set by the caller).
  */
@@ -563,14 +609,14 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 			result.last_lsn = key.start_lsn;
 			MemoryContextSwitchTo(oldcxt);
 
-			staging_writer_add(unit->writer, unit->values, unit->nulls);
+			write_change_row(session, unit, ordered, false);
 			result.rows++;
 		}
 	}
 	if (result.cut)
 		tds_cancel(session);
 
-	staging_unit_close(unit);
+	write_change_row(session, unit, ordered, true);
 	return result;
 }
 

@@ -141,11 +141,12 @@ mirror_snapshot_done(const MssqlCdcTable *table, const MssqlSourceTable *src, Oi
 	mirror_append_upsert_tail(&sql, cols, ncols, nkey);
 	if (ncols > nkey)
 	{
-		appendStringInfoString(&sql, " WHERE ROW(");
+		/* as text: xml has no equality; a row's text is never NULL */
+		appendStringInfoString(&sql, " WHERE pg_catalog.textne(ROW(");
 		mirror_append_names(&sql, cols, nkey, ncols, "m.");
-		appendStringInfoString(&sql, ")::pg_catalog.text IS DISTINCT FROM ROW(");
+		appendStringInfoString(&sql, ")::pg_catalog.text, ROW(");
 		mirror_append_names(&sql, cols, nkey, ncols, "EXCLUDED.");
-		appendStringInfoString(&sql, ")::pg_catalog.text");
+		appendStringInfoString(&sql, ")::pg_catalog.text)");
 	}
 	appendStringInfo(&sql, "; DROP TABLE %s", shadow);
 	mirror_run_sql(sql.data, run_as);
