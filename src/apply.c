@@ -399,52 +399,6 @@ change_key_cmp(const ChangeKey *a, const ChangeKey *b)
 }
 
 /*
- * Add the current change row to the staging table (or, with close, flush
- * and close it).  The unordered read of one transaction leaves a repeated
- * row to the staging key: a unique violation there is SQL Server sending a
- * change twice, a broken server (malformed_response), not a broken staging
- * table.
- */
-static void
-write_change_row(TdsSession *session, StagingUnit *unit, bool ordered, bool close)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	if (ordered)
-	{
-		if (close)
-			staging_unit_close(unit);
-		else
-			staging_writer_add(unit->writer, unit->values, unit->nulls);
-		return;
-	}
-	PG_TRY();
-	{
-		if (close)
-			staging_unit_close(unit);
-		else
-			staging_writer_add(unit->writer, unit->values, unit->nulls);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION)
-			PG_RE_THROW();
-		FlushErrorState();
-		tds_mark_malformed(session);
-		ereport(ERROR,
-				(errcode(ERRCODE_FDW_ERROR),
-				 errmsg("SQL Server (server \"%s\") returned a malformed change result: the same change row twice in one transaction",
-						tds_session_server_name(session)),
-				 edata->detail ? errdetail("%s", edata->detail) : 0));
-	}
-	PG_END_TRY();
-}
-
-/*
  * One change row of the current TDS result as the unit's values; *key
  * gets its position (key->start_lsn is already set by the caller).
  */
@@ -512,6 +466,7 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	StagingUnit *unit;
 	MemoryContext oldcxt;
 	ChangeKey	last;
+	ChangeKey	first;
 	bool		have_last = false;
 	int			expected_cols;
 	bool		ordered = !limits->one_transaction;
@@ -594,6 +549,21 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 			 * in any order; its rows must share one LSN, and the staging
 			 * key refuses a repeat.
 			 */
+			/*
+			 * unordered: the first or the previous row again is a result
+			 * sent twice (a repeat elsewhere meets the staging key)
+			 */
+			if (have_last && !ordered &&
+				(change_key_cmp(&key, &first) == 0 || change_key_cmp(&key, &last) == 0))
+			{
+				tds_mark_malformed(session);
+				ereport(ERROR,
+						(errcode(ERRCODE_FDW_ERROR),
+						 errmsg("SQL Server (server \"%s\") returned a malformed change result: the same change row twice in one transaction",
+								tds_session_server_name(session))));
+			}
+			if (!have_last)
+				first = key;
 			if (have_last && (ordered ? change_key_cmp(&key, &last) <= 0
 							  : mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0))
 			{
@@ -609,14 +579,14 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 			result.last_lsn = key.start_lsn;
 			MemoryContextSwitchTo(oldcxt);
 
-			write_change_row(session, unit, ordered, false);
+			staging_writer_add(unit->writer, unit->values, unit->nulls);
 			result.rows++;
 		}
 	}
 	if (result.cut)
 		tds_cancel(session);
 
-	write_change_row(session, unit, ordered, true);
+	staging_unit_close(unit);
 	return result;
 }
 
