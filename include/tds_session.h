@@ -213,6 +213,15 @@ extern void tds_report_error(const char *server_name, const TdsRemoteError *err,
 extern void tds_exec(TdsSession *session, const char *sql);
 
 /*
+ * tds_exec in two halves, for overlapping a round trip with other work:
+ * tds_send sends the batch and returns at once (one request counted),
+ * tds_await waits for its first reply; then read it as after tds_exec.
+ * Nothing else may use the session in between.
+ */
+extern void tds_send(TdsSession *session, const char *sql);
+extern void tds_await(TdsSession *session);
+
+/*
  * Same, but a SQL Server error (not a connection problem) returns false
  * with the session still usable and the error in tds_session_last_error.
  */

@@ -36,6 +36,7 @@ struct TdsSession
 	bool		dead;			/* connection unusable; reopen */
 	bool		interrupted;	/* our interrupt handler stopped a wait */
 	bool		results_pending;	/* batch sent, results not all read */
+	bool		reply_awaited;	/* tds_send done, tds_await not yet */
 	bool		batch_end_seen; /* the batch's last statement answered */
 	TdsRemoteError err;			/* filled by the db-lib callbacks */
 	TdsSessionSecurity security;	/* set by tds_tls_login, */

@@ -544,6 +544,7 @@ tds_after_call(TdsSession *session, bool failed, const char *what, bool tolerate
 		RETCODE		rc = dbcancel(session->dbproc);
 
 		session->results_pending = false;
+		session->reply_awaited = false;
 		if (session->interrupted || rc == FAIL || DBDEAD(session->dbproc))
 		{
 			/* the cancel itself failed: report the original error, drop the connection */

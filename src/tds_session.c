@@ -81,6 +81,7 @@ tds_close_dbproc(TdsSession *session)
 	}
 	session->dead = true;
 	session->results_pending = false;
+	session->reply_awaited = false;
 }
 
 static void
@@ -414,8 +415,13 @@ tds_session_security(TdsSession *session)
 
 /* ---- batches ------------------------------------------------------------ */
 
+/*
+ * Queue the batch and its end marker and send them, without waiting for the
+ * reply (dbsqlsend): the caller may do other work, e.g. write the previous
+ * result into PostgreSQL, while SQL Server runs it.
+ */
 static bool
-exec_internal(TdsSession *session, const char *sql, bool tolerate_remote)
+send_internal(TdsSession *session, const char *sql, bool tolerate_remote)
 {
 	RETCODE		rc;
 
@@ -439,11 +445,47 @@ exec_internal(TdsSession *session, const char *sql, bool tolerate_remote)
 	if (rc == FAIL)
 		return tds_after_call(session, true, "sending a query", tolerate_remote);
 	session->results_pending = true;
+	session->reply_awaited = true;
 	/* tds_after_call reads what a silent failure left in errno */
 	errno = 0;
 	cdc_slot_count_request();	/* one round trip (worker_state().requests_sent) */
-	rc = dbsqlexec(session->dbproc);
+	rc = dbsqlsend(session->dbproc);
+	return tds_after_call(session, rc == FAIL, "sending a query", tolerate_remote);
+}
+
+/* Wait for the first reply of the batch sent last (dbsqlok). */
+static bool
+await_internal(TdsSession *session, bool tolerate_remote)
+{
+	RETCODE		rc;
+
+	tds_check_usable(session);
+	if (!session->reply_awaited)
+		elog(ERROR, "no batch was sent on this TDS session");
+	session->reply_awaited = false;
+	errno = 0;
+	rc = dbsqlok(session->dbproc);
 	return tds_after_call(session, rc == FAIL, "running a query", tolerate_remote);
+}
+
+static bool
+exec_internal(TdsSession *session, const char *sql, bool tolerate_remote)
+{
+	if (!send_internal(session, sql, tolerate_remote))
+		return false;
+	return await_internal(session, tolerate_remote);
+}
+
+void
+tds_send(TdsSession *session, const char *sql)
+{
+	send_internal(session, sql, false);
+}
+
+void
+tds_await(TdsSession *session)
+{
+	await_internal(session, false);
 }
 
 void
@@ -471,6 +513,7 @@ next_result_internal(TdsSession *session, bool tolerate_remote)
 	if (rc == NO_MORE_RESULTS)
 	{
 		session->results_pending = false;
+	session->reply_awaited = false;
 		if (!tds_after_call(session, false, "reading results", tolerate_remote))
 			return TDS_STEP_REMOTE_ERROR;
 		tds_check_batch_end(session, "reading results");
@@ -543,6 +586,7 @@ tds_cancel(TdsSession *session)
 	errno = 0;
 	rc = dbcancel(session->dbproc);
 	session->results_pending = false;
+	session->reply_awaited = false;
 	tds_after_call(session, rc == FAIL, "canceling a query", false);
 }
 
