@@ -15,7 +15,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use StandIn;
 use Test::More;
-use Time::HiRes qw(usleep);
 
 my $si = StandIn->start(capture_interval => 0.2);
 $si->tsql_ok(
@@ -35,24 +34,6 @@ $node->start;
 $si->create_source($node, 'src');
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-
-# once the capture job has recorded $count change rows of $ci: the commit
-# LSN of its newest change
-sub captured_lsn
-{
-	my ($ci, $count) = @_;
-	for (1 .. 300)
-	{
-		my $out = $si->tsql("SELECT 'n=' + CAST(COUNT(*) AS varchar(20)) FROM cdc.${ci}_CT");
-		if ($out =~ /n=(\d+)/ && $1 >= $count)
-		{
-			my $lsn = $si->tsql("SELECT 'lsn=' + CONVERT(varchar(30), MAX(__\$start_lsn), 1) FROM cdc.${ci}_CT");
-			return uc($1) =~ s/^0X/0x/r if $lsn =~ /lsn=(0x[0-9A-F]{20})/i;
-		}
-		usleep(100_000);
-	}
-	die "capture of $ci never reached $count rows";
-}
 
 sub contents
 {
@@ -128,9 +109,9 @@ is(contents('src_dbo_a'), $full_a, 'exactly once');
 # forward, like ALTER SUBSCRIPTION ... SKIP: the changes in between are skipped
 q1(q{SELECT mssql_cdc.pause('src', 'dbo.a')});
 $si->tsql_ok(q{INSERT INTO dbo.a VALUES (5, N'a5')}, q{INSERT INTO dbo.a VALUES (6, N'a6')});
-my $lsn_a6 = captured_lsn('dbo_a', 6);
+my $lsn_a6 = $si->captured_lsn('dbo_a', 6);
 $si->tsql_ok(q{INSERT INTO dbo.a VALUES (7, N'a7')});
-captured_lsn('dbo_a', 7);
+$si->captured_lsn('dbo_a', 7);
 is(q1(qq{SELECT mssql_cdc.reset_table('src', 'dbo.a', mssql_cdc.lsn_increment('$lsn_a6')::text)}), '0',
 	'reset_table forward past a6 (nothing staged after the point)');
 q1(q{SELECT mssql_cdc.resume('src', 'dbo.a')});
@@ -161,7 +142,7 @@ is(q1($state_a), $before, 'nothing changed by the refused calls (no reset, no ro
 # ---------------------------------------------------------------------------
 q1(q{SELECT mssql_cdc.pause('src', 'dbo.b')});
 $si->tsql_ok(q{INSERT INTO dbo.b VALUES (5, N'b5')}, q{INSERT INTO dbo.b VALUES (6, N'b6')});
-my $lsn_b6 = captured_lsn('dbo_b', 7);
+my $lsn_b6 = $si->captured_lsn('dbo_b', 7);
 $si->tsql_ok("EXEC sys.sp_cdc_cleanup_change_table \@capture_instance = N'dbo_b', \@low_water_mark = $lsn_b6");
 $si->tsql_ok(q{INSERT INTO dbo.a VALUES (8, N'a8')});
 ok($node->poll_query_until('postgres', q{SELECT count(*) = 6 FROM src_dbo_a}), 'the other table streams meanwhile');
@@ -183,12 +164,12 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM src_dbo_b WHER
 # add_table(start_at => ...): from an LSN, from a commit time
 # ---------------------------------------------------------------------------
 $si->tsql_ok(q{INSERT INTO dbo.c VALUES (1, N'c1')});
-captured_lsn('dbo_c', 1);
+$si->captured_lsn('dbo_c', 1);
 $si->tsql_ok(q{INSERT INTO dbo.c VALUES (2, N'c2')});
-my $lsn_c2 = captured_lsn('dbo_c', 2);
+my $lsn_c2 = $si->captured_lsn('dbo_c', 2);
 
 $si->tsql_ok(q{UPDATE dbo.c SET v = N'c2x' WHERE id = 2});
-captured_lsn('dbo_c', 4);
+$si->captured_lsn('dbo_c', 4);
 ($ret, $out, $err) = $node->psql('postgres',
 	q{SELECT mssql_cdc.add_table('src', 'dbo.c', snapshot_mode => 'never', start_at => '0x00000000000000000001')});
 like($err, qr/older than the changes CDC keeps/, 'add_table refuses a start_at outside retention');

@@ -60,24 +60,6 @@ sub cross_transactions
 	$si->tsql_ok(@batches);
 }
 
-# once the capture job has recorded $count change rows of $ci: the commit
-# LSN of its newest change
-sub captured_lsn
-{
-	my ($ci, $count) = @_;
-	for (1 .. 600)
-	{
-		my $out = $si->tsql("SELECT 'n=' + CAST(COUNT(*) AS varchar(20)) FROM cdc.${ci}_CT");
-		if ($out =~ /n=(\d+)/ && $1 >= $count)
-		{
-			my $lsn = $si->tsql("SELECT 'lsn=' + CONVERT(varchar(30), MAX(__\$start_lsn), 1) FROM cdc.${ci}_CT");
-			return uc($1) =~ s/^0X/0x/r if $lsn =~ /lsn=(0x[0-9A-F]{20})/i;
-		}
-		usleep(100_000);
-	}
-	die "capture of $ci never reached $count rows";
-}
-
 $si->add_table($node, 'src', "dbo.$_") for qw(a b);
 cross_transactions(1, 1);
 ok($node->poll_query_until('postgres',
@@ -101,7 +83,7 @@ ok($node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'mssql_cdc worker'}),
 	'the source worker stopped');
 cross_transactions(42, 441);
-my $last = captured_lsn('dbo_a', 441);
+my $last = $si->captured_lsn('dbo_a', 441);
 
 q1(q{SELECT mssql_cdc.resume('src', 'dbo.b')});
 my $a_at = q1(q{SELECT checkpoint_lsn FROM mssql_cdc.status WHERE source_table = 'dbo.a'});

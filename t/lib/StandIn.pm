@@ -183,6 +183,27 @@ sub tsql_ok
 	return $out;
 }
 
+# Once the capture job has recorded $count change rows of capture instance
+# $ci (waiting up to $seconds, default 60): the commit LSN of its newest
+# change, as 0x + 20 hex digits.
+sub captured_lsn
+{
+	my ($self, $ci, $count, $seconds) = @_;
+	my $deadline = time() + ($seconds // 60);
+	while (time() < $deadline)
+	{
+		my $out = $self->tsql("SELECT 'n=' + CAST(COUNT(*) AS varchar(20)) FROM cdc.${ci}_CT");
+		if ($out =~ /n=(\d+)/ && $1 >= $count)
+		{
+			my $lsn = $self->tsql(
+				"SELECT 'lsn=' + CONVERT(varchar(30), MAX(__\$start_lsn), 1) FROM cdc.${ci}_CT");
+			return uc($1) =~ s/^0X/0x/r if $lsn =~ /lsn=(0x[0-9A-F]{20})/i;
+		}
+		select(undef, undef, undef, 0.1);
+	}
+	die "capture of $ci never reached $count rows";
+}
+
 # Run an add_table statement once SQL Server's capture job has run and
 # started the capture instance (add_table refuses before that: there is no
 # max or start LSN yet); returns its output, dies on any other error.
