@@ -138,7 +138,10 @@ my $chunks = $c1 - $c0;
 my $per_chunk = ($r1 - $r0) / ($chunks || 1);
 diag sprintf('resnapshot: %d requests for %d chunks (%.2f per chunk)', $r1 - $r0, $chunks, $per_chunk);
 cmp_ok($chunks, '>=', $rows / 5, 'the resnapshot took its chunks');
-cmp_ok($per_chunk, '<=', 1.5, 'about one request per chunk');
+# the start (describing the table, L0, the estimate) and the polls of the
+# iterations (max LSN, capture instances, the streaming table's windows)
+# are spread over the chunks
+cmp_ok($per_chunk, '<=', 2, 'at most two requests per chunk, everything included');
 my $batches = 0;
 $requests = decode_json($si->ctl('requests'));
 diag explain($requests) if $ENV{MSSQL_CDC_TEST_DUMP_REQUESTS};
