@@ -45,10 +45,34 @@ worker_count_copies(List *tables)
 	return n;
 }
 
+/*
+ * The copying tables starting at the one whose turn it is: an iteration
+ * may end after any chunk, and the next one goes on with the next table,
+ * so that a table whose chunks take longer than a poll interval does not
+ * keep the others waiting.
+ */
+static List *
+in_turn(List *copying, int32 next_table_id)
+{
+	List	   *ordered = NIL;
+	int			start = 0;
+	int			n = list_length(copying);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (((MssqlCdcTable *) list_nth(copying, i))->table_id == next_table_id)
+			start = i;
+	for (i = 0; i < n; i++)
+		ordered = lappend(ordered, list_nth(copying, (start + i) % n));
+	return ordered;
+}
+
 bool
 worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 {
+	static int32 next_table_id = 0;
 	TimestampTz started = GetCurrentTimestamp();
+	int			i = 0;
 
 	/* a batch read ahead for a table that stopped copying goes */
 	snapshot_lanes_keep_only(copying);
@@ -60,27 +84,33 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 	}
 
 	/*
-	 * Rounds of one chunk per table for up to one poll interval: the
-	 * catalog reads and the max-LSN poll of an iteration would otherwise
-	 * sit between every two rounds, while the streaming tables need their
-	 * windows only about once a poll interval.  A copy that ends leaves the
-	 * round; a table waiting for a connection starts at the next poll.
+	 * One chunk per table in turn, for up to one poll interval: the catalog
+	 * reads and the max-LSN poll of an iteration would otherwise sit
+	 * between every two chunks, while the streaming tables need their
+	 * windows only about once a poll interval (so they wait at most a poll
+	 * interval plus one chunk, however many tables copy).  A copy that ends
+	 * leaves the turn; a table waiting for a connection starts at the next
+	 * poll.
 	 */
-	do
+	copying = in_turn(copying, next_table_id);
+	while (copying != NIL)
 	{
-		ListCell   *lc;
+		MssqlCdcTable *table;
 
-		foreach(lc, copying)
-		{
-			MssqlCdcTable *table = lfirst(lc);
-
-			CHECK_FOR_INTERRUPTS();
-			if (!worker_copy_snapshot_chunk(server, table))
-				copying = foreach_delete_current(copying, lc);
-			worker_note_snapshot_isolation(table);
-		}
-	} while (copying != NIL && !ConfigReloadPending && !cdc_slot_stop_requested() &&
-			 !TimestampDifferenceExceeds(started, GetCurrentTimestamp(),
-										 mssql_cdc_poll_interval));
-	return copying != NIL;
+		CHECK_FOR_INTERRUPTS();
+		i = i % list_length(copying);
+		table = list_nth(copying, i);
+		if (worker_copy_snapshot_chunk(server, table))
+			i++;
+		else
+			copying = list_delete_nth_cell(copying, i);
+		worker_note_snapshot_isolation(table);
+		if (ConfigReloadPending || cdc_slot_stop_requested() ||
+			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), mssql_cdc_poll_interval))
+			break;
+	}
+	if (copying == NIL)
+		return false;
+	next_table_id = ((MssqlCdcTable *) list_nth(copying, i % list_length(copying)))->table_id;
+	return true;
 }
