@@ -1,10 +1,12 @@
 # Parallel initial copy (issue 16 points 2 and 4): four tables of one
 # source added for an initial copy are copied at once, each on its own TDS
 # session (server option snapshot_connections), while a streaming table
-# keeps getting its windows; the worker is SIGKILLed during the copy and
-# each table resumes from its own committed resume key: no row missing,
-# none staged twice.  In steady state a chunk costs one request (the
-# chunk's batch; worker_state() requests_sent / snapshot_chunks).
+# keeps getting its windows; the worker is SIGKILLed during the copy, and
+# SQL Server ends its chunk sessions (KILL, recorded as a table's lost
+# connection), and each table resumes from its own committed resume key:
+# no row missing, none staged twice.  In steady state a chunk costs one
+# request (the chunk's batch; worker_state() requests_sent /
+# snapshot_chunks).
 use strict;
 use warnings;
 
@@ -61,6 +63,7 @@ $si->add_table($node, 'src', "dbo.$_", snapshot_mode => 'initial') for @copy;
 # while the copies run: watch how many are in progress at once, SIGKILL
 # the worker a few times, and insert into the streaming table
 my ($max_at_once, $kills, $live_rows, $live_seen_during) = (0, 0, 0, 0);
+my ($lane_spid, $errors_before);
 my $in_progress = q{SELECT count(*) FROM mssql_cdc.table_state JOIN mssql_cdc.tables USING (table_id)
                     WHERE source_table LIKE 'c_' AND phase = 'snapshotting' AND snapshot_rows > 0};
 my $copying = q{SELECT count(*) FROM mssql_cdc.table_state JOIN mssql_cdc.tables USING (table_id)
@@ -81,6 +84,27 @@ while (time < $deadline)
 			next;
 		}
 	}
+	# then SQL Server ends the chunk sessions (KILL; one of them at least
+	# has a copy in progress): the worker records the lost connection and
+	# copies on from the resume keys
+	if ($kills == 2 && !defined $lane_spid && $r1 == 0 && $n =~ /^\d+$/ && $n >= 1)
+	{
+		my $open = decode_json($si->ctl('requests'));
+		my @lanes;
+		for my $sess (@{ $open->{sessions} })
+		{
+			next unless ($sess->{app} // '') eq 'mssql_cdc';
+			push @lanes, $sess->{spid}
+			  if grep { /BEGIN TRANSACTION; SELECT TOP \(5\)/ } keys %{ $sess->{by_prefix} };
+		}
+		if (@lanes)
+		{
+			$lane_spid = "@lanes";
+			$errors_before = q1('SELECT coalesce(max(error_id), 0) FROM mssql_cdc.errors');
+			$si->tsql_ok(map { "KILL $_" } @lanes);
+			next;
+		}
+	}
 	$live_rows++;
 	$si->tsql_ok("INSERT INTO dbo.live VALUES ($live_rows, $live_rows)");
 	my ($r3, $got) = $node->psql('postgres', 'SELECT count(*) FROM src_dbo_live');
@@ -93,6 +117,12 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) = 5 FROM mssql_cdc.tabl
   or diag_state();
 cmp_ok($max_at_once, '>=', 2, "copies overlapped (up to $max_at_once tables in progress at once)");
 is($kills, 2, 'the worker was SIGKILLed twice during the copies');
+ok(defined $lane_spid, 'the chunk sessions were killed on the source during the copies (' . ($lane_spid // '') . ')');
+is( q1(qq{SELECT string_agg(DISTINCT e.sqlstate || ' ' || e.condition || ' ' || t.source_table, ', ')
+          FROM mssql_cdc.errors e JOIN mssql_cdc.tables t USING (table_id)
+          WHERE e.error_id > $errors_before AND t.source_table LIKE 'c_'}) =~ /^08006 connection_lost c\d/ ? 1 : 0,
+	1, 'the killed chunk session is recorded as the lost connection of its table')
+  or diag q1(qq{SELECT * FROM mssql_cdc.errors WHERE error_id > $errors_before});
 cmp_ok($live_seen_during, '>=', 2, "the streaming table got windows during the copies ($live_seen_during rows)");
 
 for my $t (@copy)
