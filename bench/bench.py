@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import phases as P            # noqa: E402
 from benchlib import report as R            # noqa: E402
 from benchlib import rtt as RTT             # noqa: E402
+from benchlib import rtt_parallel as RTTP    # noqa: E402
 from benchlib import tables as TB           # noqa: E402
 from benchlib.contenders import RawServe    # noqa: E402
 from benchlib.servers import SA_PASSWORD, Postgres, StandIn   # noqa: E402
@@ -186,6 +187,8 @@ def main():
         if "rtt" in a.phases:
             print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
             report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir)
+            print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
+            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

@@ -29,6 +29,16 @@
 #define MSSQL_CDC_DEFAULT_PACKET_SIZE		4096
 
 /*
+ * Tables of one source copied at once, each on a session of its own
+ * (server option snapshot_connections, doc/snapshot.md "Parallel copy").
+ * 4 by default: enough to overlap the round trips of a SQL Server a few
+ * milliseconds away (one worker process then writes all the time) while
+ * adding only three sessions and three concurrent scans to the source.
+ */
+#define MSSQL_CDC_DEFAULT_SNAPSHOT_CONNECTIONS	4
+#define MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS		16
+
+/*
  * The "encryption" option (doc/connecting.md, Encryption).  mssql_cdc's own
  * meaning, not FreeTDS's: 'request' never falls back to plain text without
  * a WARNING (tds_tls.c).
@@ -86,6 +96,7 @@ typedef struct MssqlServerOptions
 	/* not connection settings: how the worker queries (doc/streaming.md) */
 	MssqlDataQueryMode data_query_mode;
 	char	   *server_time_zone;	/* Windows zone name; NULL: ask the server */
+	int			snapshot_connections;	/* tables copied at once */
 } MssqlServerOptions;
 
 /*

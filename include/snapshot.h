@@ -63,15 +63,37 @@ extern bool snapshot_read_start(TdsSession *session, const MssqlSourceTable *src
 								MssqlLsn *l0, int64 *total_estimate);
 
 /*
+ * A TDS session that reads snapshot chunks, and the chunk batch it sent
+ * ahead, if any (snapshot_lanes.c keeps one per table copying at once).
+ * The batch read ahead is used only by a chunk of the same table and L0
+ * that would send exactly the same text; anything else cancels it.
+ */
+typedef struct SnapshotReader
+{
+	TdsSession *session;
+	int32		table_id;		/* whose batch is in flight (0: none) */
+	MssqlLsn	l0;				/* that table's L0 when it was sent */
+	char	   *sent_sql;		/* the batch in flight, in cxt; NULL: none */
+	MemoryContext cxt;
+} SnapshotReader;
+
+/* Forget (cancel) the batch a reader sent ahead */
+extern void snapshot_reader_discard(SnapshotReader *reader);
+
+/*
  * Copy one chunk of a table in phase 'snapshotting' (table as read from
  * the catalog: snapshot_lsn, snapshot_last_key), inside the caller's
- * transaction, after it locked the state row (apply_lock_snapshot).
- * *isolation caches the database's snapshot isolation setting for the
- * connection.  Returns true when this chunk finished the snapshot;
- * *rows gets the rows copied.  Advances table->snapshot_last_key and
- * snapshot_rows the way the chunk's commit advances the state row.
+ * transaction, after it locked the state row (apply_lock_snapshot), on
+ * the reader's session.  Before the chunk's last inserts and its commit,
+ * the next chunk's batch is sent on that session (read ahead: nothing is
+ * committed early, and the next chunk uses it only if it still starts
+ * from this chunk's last key).  *isolation caches the database's snapshot
+ * isolation setting for the connection.  Returns true when this chunk
+ * finished the snapshot; *rows gets the rows copied.  Advances
+ * table->snapshot_last_key and snapshot_rows the way the chunk's commit
+ * advances the state row.
  */
-extern bool snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
+extern bool snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 								const MssqlSourceTable *src, Oid run_as,
 								SnapshotIsolation *isolation, int64 *rows);
 

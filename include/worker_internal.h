@@ -210,4 +210,26 @@ extern bool worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *ta
 /* A snapshot read under READ COMMITTED: a status warning, once per snapshot */
 extern void worker_note_snapshot_isolation(const MssqlCdcTable *table);
 
+/* ---- snapshot_parallel.c ------------------------------------------------ */
+
+/* Tables copying now (not paused, phase 'snapshotting') */
+extern int	worker_count_copies(List *tables);
+
+/*
+ * Chunks of the tables in copying (at most snapshot_connections), in
+ * rounds, for up to a poll interval; true while a copy has more to do.
+ */
+extern bool worker_copy_snapshots(MssqlCdcServer *server, List *copying);
+
+/* ---- worker.c: sessions ------------------------------------------------- */
+
+/* The server option snapshot_connections of the current settings */
+extern int	worker_snapshot_connections(void);
+
+/* A new session with the worker's connection settings; raises on failure */
+extern TdsSession *worker_open_session(void);
+
+/* The session of the work under way when it is not worker_session */
+extern TdsSession *worker_ctx_session;
+
 #endif							/* MSSQL_CDC_WORKER_INTERNAL_H */

@@ -85,6 +85,14 @@ ALTER SERVER v_full OPTIONS (ADD server_time_zone 'W. Europe Standard Time');
 ALTER SERVER v_full OPTIONS (SET server_time_zone '');
 \echo :LAST_ERROR_SQLSTATE
 ALTER SERVER v_full OPTIONS (DROP server_time_zone);
+-- tables copied at once, each on a session of its own
+ALTER SERVER v_full OPTIONS (ADD snapshot_connections '1');
+ALTER SERVER v_full OPTIONS (SET snapshot_connections '16');
+ALTER SERVER v_full OPTIONS (SET snapshot_connections '0');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET snapshot_connections '17');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (DROP snapshot_connections);
 ALTER SERVER v_full OPTIONS (SET login_timeout '0');
 \echo :LAST_ERROR_SQLSTATE
 ALTER SERVER v_full OPTIONS (SET query_timeout '-5');

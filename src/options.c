@@ -92,6 +92,9 @@ static const MssqlOption mssql_options[] = {
 	{"data_query_mode", ForeignServerRelationId, OPTION_ENUM, 0, 0, 0, data_query_mode_values},
 	/* SERVER: the Windows time zone of the server, for commit times (doc/streaming.md) */
 	{"server_time_zone", ForeignServerRelationId, OPTION_STRING, 0, 0, 128, NULL},
+	/* SERVER: tables copied at once, each on a session of its own (doc/snapshot.md) */
+	{"snapshot_connections", ForeignServerRelationId, OPTION_INTEGER, 1,
+	MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS, 0, NULL},
 	/* USER MAPPING: the SQL Server login */
 	{"username", UserMappingRelationId, OPTION_STRING, 0, 0, 128, NULL},
 	{"password", UserMappingRelationId, OPTION_SECRET, 0, 0, 0, NULL},
@@ -477,6 +480,7 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 	result->ca_file = pstrdup(MSSQL_CDC_DEFAULT_CA_FILE);
 	result->check_host_name = true;
 	result->data_query_mode = MSSQL_QUERY_DIRECT;
+	result->snapshot_connections = MSSQL_CDC_DEFAULT_SNAPSHOT_CONNECTIONS;
 
 	/* Values were checked by the validator when they were stored. */
 	foreach(lc, server->options)
@@ -515,6 +519,8 @@ mssql_cdc_get_server_options(Oid serverid, Oid roleid)
 				MSSQL_QUERY_FUNCTION : MSSQL_QUERY_DIRECT;
 		else if (strcmp(def->defname, "server_time_zone") == 0)
 			result->server_time_zone = pstrdup(value);
+		else if (strcmp(def->defname, "snapshot_connections") == 0)
+			result->snapshot_connections = pg_strtoint32(value);
 	}
 
 	if (result->host == NULL)

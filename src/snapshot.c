@@ -155,11 +155,90 @@ snapshot_isolation_check(TdsSession *session)
 	return allowed ? SNAPSHOT_ISOLATION_ALLOWED : SNAPSHOT_ISOLATION_NOT_ALLOWED;
 }
 
+/*
+ * The batch of one chunk: the SELECT TOP (n) after last_key in a snapshot
+ * transaction of its own.  Its text is all that decides what it reads, so
+ * that a batch sent ahead can be compared with the one due now.
+ */
+static char *
+chunk_batch(MssqlCdcTable *table, const MssqlSourceTable *src, List *select_exprs,
+			const KeyColumn *keys, int chunk_rows, SnapshotIsolation isolation,
+			List *last_key)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	if (isolation == SNAPSHOT_ISOLATION_ALLOWED)
+		appendStringInfoString(&sql, "SET TRANSACTION ISOLATION LEVEL SNAPSHOT; ");
+	appendStringInfoString(&sql, "BEGIN TRANSACTION; ");
+	/* the row filter was checked as one condition when it was set (snapshot_filter.h) */
+	keyset_append_chunk_select(&sql, src, select_exprs, keys, src->nkey, chunk_rows,
+							   table->snapshot_filter, last_key);
+	appendStringInfoString(&sql, "; COMMIT TRANSACTION;");
+	if (isolation == SNAPSHOT_ISOLATION_ALLOWED)
+		appendStringInfoString(&sql, " SET TRANSACTION ISOLATION LEVEL READ COMMITTED;");
+	return sql.data;
+}
+
+void
+snapshot_reader_discard(SnapshotReader *reader)
+{
+	if (reader->sent_sql == NULL)
+		return;
+	/* db-lib discards the reply with an attention (dbcancel) */
+	tds_cancel(reader->session);
+	pfree(reader->sent_sql);
+	reader->sent_sql = NULL;
+	reader->table_id = 0;
+}
+
+/* Send a chunk's batch ahead on the reader's session, remembering it */
+static void
+reader_send_ahead(SnapshotReader *reader, const MssqlCdcTable *table, const char *sql)
+{
+	tds_send(reader->session, sql);
+	reader->sent_sql = MemoryContextStrdup(reader->cxt, sql);
+	reader->table_id = table->table_id;
+	reader->l0 = table->snapshot_lsn;
+}
+
+/*
+ * The reply to sql: the batch read ahead if it is exactly this one (same
+ * table, same L0, same text: the same key, columns, filter and isolation),
+ * else sql sent now.  A batch sent after this L0 was recorded reads what a
+ * batch sent now would need to read: every change it does not see has an
+ * LSN above L0 and is replayed after the snapshot (snapshot.h).  A batch
+ * of an earlier L0 (a resnapshot in between) may be older than the new L0
+ * and is never used.
+ */
+static void
+reader_receive(SnapshotReader *reader, const MssqlCdcTable *table, const char *sql)
+{
+	bool		ahead = reader->sent_sql != NULL &&
+		reader->table_id == table->table_id &&
+		mssql_lsn_cmp(&reader->l0, &table->snapshot_lsn) == 0 &&
+		strcmp(reader->sent_sql, sql) == 0;
+
+	if (!ahead)
+	{
+		snapshot_reader_discard(reader);
+		tds_send(reader->session, sql);
+	}
+	else
+	{
+		pfree(reader->sent_sql);
+		reader->sent_sql = NULL;
+		reader->table_id = 0;
+	}
+	tds_await(reader->session);
+}
+
 bool
-snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
+snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 					const MssqlSourceTable *src, Oid run_as,
 					SnapshotIsolation *isolation, int64 *rows)
 {
+	TdsSession *session = reader->session;
 	MemoryContext callercxt = CurrentMemoryContext;
 	const char *refusal;
 	KeyColumn  *keys = keyset_columns(src, &refusal);
@@ -167,7 +246,7 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 	int			chunk_rows = mssql_cdc_snapshot_chunk_rows;
 	List	   *select_exprs;
 	SnapshotInsert *ins;
-	StringInfoData sql;
+	char	   *sql;
 	int			first_key_col;
 	int64		copied = 0;
 	List	   *last_key = NIL;
@@ -188,26 +267,21 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 				 errhint("Call mssql_cdc.resnapshot() for this table.")));
 
 	if (*isolation == SNAPSHOT_ISOLATION_UNKNOWN)
+	{
+		/* the session must be idle for the check: a batch sent ahead goes */
+		snapshot_reader_discard(reader);
 		*isolation = snapshot_isolation_check(session);
+	}
 
 	ins = apply_snapshot_prepare(table, src, run_as, &table->snapshot_lsn, &select_exprs);
 	first_key_col = list_length(select_exprs) + 1;
-
-	initStringInfo(&sql);
-	if (*isolation == SNAPSHOT_ISOLATION_ALLOWED)
-		appendStringInfoString(&sql, "SET TRANSACTION ISOLATION LEVEL SNAPSHOT; ");
-	appendStringInfoString(&sql, "BEGIN TRANSACTION; ");
-	/* the row filter was checked as one condition when it was set (snapshot_filter.h) */
-	keyset_append_chunk_select(&sql, src, select_exprs, keys, nkey, chunk_rows,
-							   table->snapshot_filter, table->snapshot_last_key);
-	appendStringInfoString(&sql, "; COMMIT TRANSACTION;");
-	if (*isolation == SNAPSHOT_ISOLATION_ALLOWED)
-		appendStringInfoString(&sql, " SET TRANSACTION ISOLATION LEVEL READ COMMITTED;");
+	sql = chunk_batch(table, src, select_exprs, keys, chunk_rows, *isolation,
+					  table->snapshot_last_key);
 
 	keycxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc snapshot key",
 								   ALLOCSET_SMALL_SIZES);
 	raw_keys = MemoryContextAllocZero(keycxt, sizeof(RawKeyValue) * nkey);
-	tds_exec(session, sql.data);
+	reader_receive(reader, table, sql);
 	while (tds_next_result(session))
 	{
 		int			ncols = tds_num_cols(session);
@@ -239,9 +313,6 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 			copied++;
 		}
 	}
-	apply_snapshot_finish(ins);
-	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
-						  apply_snapshot_first_seqval(ins));
 	if (copied > 0)
 	{
 		/* in the caller's context: it becomes the table's resume point */
@@ -253,6 +324,23 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 
 	/* a short chunk means the keyset is exhausted: hand over to streaming */
 	done = copied < chunk_rows;
+
+	/*
+	 * Read ahead: the next chunk's batch goes out now, so that SQL Server
+	 * reads it while this chunk's last rows are inserted and committed.
+	 * It commits nothing: the next chunk uses it only if it starts from
+	 * the key this chunk commits (reader_receive compares the text); after
+	 * an error the worker restarts with new sessions from the committed
+	 * resume key.
+	 */
+	if (!done)
+		reader_send_ahead(reader, table,
+						  chunk_batch(table, src, select_exprs, keys, chunk_rows, *isolation,
+									  last_key));
+
+	apply_snapshot_finish(ins);
+	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
+						  apply_snapshot_first_seqval(ins));
 	apply_snapshot_progress(table->table_id, last_key, copied, done, &table->snapshot_lsn);
 	if (done)
 		mirror_snapshot_done(table, src, run_as);

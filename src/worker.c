@@ -71,6 +71,7 @@
 #include "options.h"
 #include "shmem.h"
 #include "snapshot.h"
+#include "snapshot_lanes.h"
 #include "source_schema.h"
 #include "tds_session.h"
 #include "worker.h"
@@ -82,6 +83,7 @@ const char *worker_server_name;
 
 /* The SQL Server connection; NULL or dead means "reconnect" */
 TdsSession *worker_session = NULL;
+TdsSession *worker_ctx_session = NULL;
 static MssqlServerOptions *session_opts = NULL;
 const char *worker_server_zone = NULL;
 
@@ -152,6 +154,7 @@ worker_clear_context(void)
 	worker_ctx_table_id = 0;
 	worker_ctx_has_range = false;
 	worker_ctx_window_table = false;
+	worker_ctx_session = NULL;
 }
 
 void
@@ -196,6 +199,7 @@ stop_worker(const char *why)
 	if (worker_session)
 		tds_session_close(worker_session);
 	worker_session = NULL;
+	snapshot_lanes_close();
 	proc_exit(0);
 }
 
@@ -254,6 +258,7 @@ read_catalog(MssqlCdcServer **server_out)
 		if (worker_session != NULL)
 			tds_session_close(worker_session);
 		worker_session = NULL;
+		snapshot_lanes_close();
 		session_opts = NULL;
 		MemoryContextReset(options_context);
 	}
@@ -286,6 +291,28 @@ report_connection_security(void)
 		ereport(LOG,
 				(errmsg("mssql_cdc source \"%s\": connected to SQL Server, %s",
 						worker_server_name, tds_session_security_text(worker_session))));
+}
+
+int
+worker_snapshot_connections(void)
+{
+	Assert(session_opts != NULL);
+	return session_opts->snapshot_connections;
+}
+
+/*
+ * A new session with the worker's connection settings (the same options
+ * and TLS for every session of the source); a failed login raises, and
+ * the error path reports it as the worker's connection failure.
+ */
+TdsSession *
+worker_open_session(void)
+{
+	TdsSession *session = tds_session_try_open(session_opts, &connect_error);
+
+	if (session == NULL)
+		tds_report_error(worker_server_name, &connect_error, "logging in");
+	return session;
 }
 
 MssqlDataQueryMode
@@ -338,9 +365,7 @@ ensure_connected(void)
 	MemoryContextReset(worker_connection_context);
 	worker_forget_described();
 	worker_timeline_forget();
-	worker_session = tds_session_try_open(session_opts, &connect_error);
-	if (worker_session == NULL)
-		tds_report_error(worker_server_name, &connect_error, "logging in");
+	worker_session = worker_open_session();
 	report_connection_security();
 	choose_commit_time_zone();
 	warned_no_max_lsn = false;
@@ -438,14 +463,15 @@ run_iteration(void)
 	MssqlCdcServer *server;
 	List	   *tables;
 	List	   *streaming = NIL;
-	MssqlCdcTable *snapshotting = NULL;
+	List	   *copying = NIL;
 	MssqlLsn	max_lsn;
 	TimestampTz max_time;
 	ListCell   *lc;
 	bool		busy = false;
 	bool		has_lead = false;
 	MssqlLsn	lead;
-	bool		copy_in_progress = false;
+	int			copies;
+	int			max_copies;
 
 	MemoryContextReset(worker_iteration_context);
 	MemoryContextSwitchTo(worker_iteration_context);
@@ -480,18 +506,14 @@ run_iteration(void)
 		return true;
 
 	/*
-	 * One table copies at a time, and a queued table records its L0 only
-	 * when its own copy begins (invariant 4), not while an earlier table is
-	 * still being copied: a long first copy must not age the later tables'
-	 * start points towards a retention overrun or a larger overlap.
+	 * Up to snapshot_connections tables copy at once (snapshot_parallel.c),
+	 * and a queued table records its L0 only when its own copy begins
+	 * (invariant 4), not while it waits for a free connection: a long
+	 * earlier copy must not age the later tables' start points towards a
+	 * retention overrun or a larger overlap.
 	 */
-	foreach(lc, tables)
-	{
-		MssqlCdcTable *table = lfirst(lc);
-
-		if (!table->paused && table->phase == MSSQL_PHASE_SNAPSHOTTING)
-			copy_in_progress = true;
-	}
+	max_copies = worker_snapshot_connections();
+	copies = worker_count_copies(tables);
 
 	foreach(lc, tables)
 	{
@@ -518,21 +540,21 @@ run_iteration(void)
 			table->has_checkpoint_lsn = true;
 			table->checkpoint_lsn = max_lsn;
 		}
-		if (table->phase == MSSQL_PHASE_PENDING && !copy_in_progress &&
+		if (table->phase == MSSQL_PHASE_PENDING && copies < max_copies &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_INITIAL && !table->has_checkpoint_lsn)
 		{
 			CHECK_FOR_INTERRUPTS();
 			if (worker_start_snapshot(table))
 			{
 				busy = true;
-				copy_in_progress = true;
+				copies++;
 			}
 		}
 		if (table->phase == MSSQL_PHASE_STREAMING && table->has_checkpoint_lsn)
 			streaming = lappend(streaming, table);
-		/* one table snapshots at a time per source, oldest table first */
-		if (table->phase == MSSQL_PHASE_SNAPSHOTTING && snapshotting == NULL)
-			snapshotting = table;
+		/* oldest tables first, as many as may copy at once */
+		if (table->phase == MSSQL_PHASE_SNAPSHOTTING && list_length(copying) < max_copies)
+			copying = lappend(copying, table);
 	}
 
 	/* groups of tables with the same checkpoint, oldest first (worker_catch_up.c) */
@@ -563,28 +585,8 @@ run_iteration(void)
 	 * their lag stays within a poll or two while a big table is copied; no
 	 * sleep while rows remain.
 	 */
-	if (snapshotting != NULL)
-	{
-		TimestampTz started = GetCurrentTimestamp();
-		bool		more;
-
-		/*
-		 * Chunks back to back for up to one poll interval: the catalog
-		 * reads and the max-LSN poll of an iteration would otherwise sit
-		 * between every two chunks, while the streaming tables need their
-		 * windows only about once a poll interval.
-		 */
-		do
-		{
-			CHECK_FOR_INTERRUPTS();
-			more = worker_copy_snapshot_chunk(server, snapshotting);
-			worker_note_snapshot_isolation(snapshotting);
-		} while (more && !ConfigReloadPending && !cdc_slot_stop_requested() &&
-				 !TimestampDifferenceExceeds(started, GetCurrentTimestamp(),
-											 mssql_cdc_poll_interval));
-		if (more)
-			busy = true;
-	}
+	if (worker_copy_snapshots(server, copying))
+		busy = true;
 	return busy;
 }
 
@@ -603,6 +605,7 @@ handle_iteration_error(void)
 	char	   *park_hint;
 	TdsRemoteError remote;
 	ErrorCondition cond;
+	TdsSession *failed;
 
 	HOLD_INTERRUPTS();
 	MemoryContextSwitchTo(worker_context);
@@ -611,23 +614,27 @@ handle_iteration_error(void)
 	AbortOutOfAnyTransaction();
 	FlushErrorState();
 	memset(&remote, 0, sizeof(remote));
-	if (worker_session != NULL)
+	/* a failed login (of any session), else the session that failed */
+	failed = worker_ctx_session != NULL ? worker_ctx_session : worker_session;
+	if (connect_error.kind == TDS_ERROR_CONNECT)
 	{
-		const TdsRemoteError *err = tds_session_last_error(worker_session);
+		remote = connect_error;
+		remote_errno = connect_error.msgno;
+	}
+	else if (failed != NULL)
+	{
+		const TdsRemoteError *err = tds_session_last_error(failed);
 
 		if (err != NULL)
 			remote = *err;
 		if (err != NULL && err->kind == TDS_ERROR_REMOTE)
 			remote_errno = err->msgno;
-		/* it may be in the middle of a result: start over on a new one */
+	}
+	/* they may be in the middle of a result: start over on new ones */
+	if (worker_session != NULL)
 		tds_session_close(worker_session);
-		worker_session = NULL;
-	}
-	else if (connect_error.kind == TDS_ERROR_CONNECT)
-	{
-		remote = connect_error;
-		remote_errno = connect_error.msgno;
-	}
+	worker_session = NULL;
+	snapshot_lanes_close();
 	memset(&connect_error, 0, sizeof(connect_error));
 	worker_clear_context();
 	RESUME_INTERRUPTS();

@@ -18,6 +18,7 @@
 #include "mirror.h"
 #include "shmem.h"
 #include "snapshot.h"
+#include "snapshot_lanes.h"
 #include "table_settings.h"
 
 #include "worker_internal.h"
@@ -29,16 +30,26 @@
  * level only decides whether chunks block writers.  Noted once per
  * snapshot, not per chunk.
  */
+typedef struct NotedSnapshot
+{
+	int32		table_id;
+	MssqlLsn	l0;
+} NotedSnapshot;
+
 void
 worker_note_snapshot_isolation(const MssqlCdcTable *table)
 {
-	static int32 noted_table_id = 0;
-	static MssqlLsn noted_l0;
+	/* several tables copy at once: one entry per lane is enough */
+	static NotedSnapshot noted[MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS];
+	static int	next_slot = 0;
+	int			i;
 
 	if (worker_snapshot_isolation != SNAPSHOT_ISOLATION_NOT_ALLOWED || !table->has_snapshot_lsn)
 		return;
-	if (noted_table_id == table->table_id && mssql_lsn_cmp(&noted_l0, &table->snapshot_lsn) == 0)
-		return;
+	for (i = 0; i < MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS; i++)
+		if (noted[i].table_id == table->table_id &&
+			mssql_lsn_cmp(&noted[i].l0, &table->snapshot_lsn) == 0)
+			return;
 	worker_begin_xact();
 	catalog_set_table_warning(table->table_id, COND_SNAPSHOT_ISOLATION_OFF,
 							  "Snapshot chunks are read under READ COMMITTED (consistent through L0 and replay, "
@@ -46,8 +57,9 @@ worker_note_snapshot_isolation(const MssqlCdcTable *table)
 							  "on the source database.",
 							  true);
 	worker_commit_xact();
-	noted_table_id = table->table_id;
-	noted_l0 = table->snapshot_lsn;
+	noted[next_slot].table_id = table->table_id;
+	noted[next_slot].l0 = table->snapshot_lsn;
+	next_slot = (next_slot + 1) % MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS;
 }
 
 /* Syscache callback: some server or user mapping changed (maybe ours). */
@@ -119,6 +131,7 @@ worker_start_snapshot(MssqlCdcTable *table)
 bool
 worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 {
+	SnapshotReader *reader;
 	MssqlSourceTable *src;
 	int64		rows = 0;
 	bool		done;
@@ -137,23 +150,28 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 	worker_ctx_capture_instance = src->capture_instance->name;
 	cdc_slot_report_phase(CDC_PHASE_SNAPSHOTTING);
 
+	/* the table's own session; its faults are this table's, like the main session's */
+	reader = snapshot_lane_for(table->table_id);
+	worker_ctx_session = reader->session;
+
 	worker_begin_xact();
 	/* a concurrent remove_table/resnapshot wins, and a settings change applies */
 	if (!apply_lock_snapshot(table->table_id, &table->snapshot_lsn, table->snapshot_last_key) ||
 		!table_settings_current(table))
 	{
 		worker_commit_xact();
-		worker_ctx_table_id = 0;
+		/* what it read ahead is of a copy that does not go on like this */
+		snapshot_reader_discard(reader);
+		worker_clear_context();
 		return false;
 	}
-	done = snapshot_copy_chunk(worker_session, table, src, worker_args.run_as,
+	done = snapshot_copy_chunk(reader, table, src, worker_args.run_as,
 							   &worker_snapshot_isolation, &rows);
 	cdc_slot_count_chunk();
 	worker_end_failure_streak(server);
 	worker_commit_xact();
 	cdc_slot_report_success();
-	worker_ctx_table_id = 0;
-	worker_ctx_capture_instance = NULL;
+	worker_clear_context();
 
 	if (done)
 		ereport(LOG,

@@ -1,5 +1,6 @@
 # The snapshot point is taken when the copy starts (issue 14 point 3).
-# Several tables added for an initial copy are copied one at a time; each
+# Several tables added for an initial copy, with snapshot_connections 1,
+# are copied one at a time; each
 # records its L0 (table_state.snapshot_lsn) when its own copy begins, not
 # when it was queued: while the first table is copied the second stays
 # 'pending' without an L0, and a change committed during the first copy is
@@ -34,6 +35,9 @@ $node->init;
 $si->setup_node($node, conf => 'mssql_cdc.snapshot_chunk_rows = 5');
 $node->start;
 $si->create_source($node, 'src');
+# one table at a time (several at once: t/105_parallel_snapshot.pl), so
+# that the second one waits for the first
+$node->safe_psql('postgres', q{ALTER SERVER src OPTIONS (ADD snapshot_connections '1')});
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 

@@ -5,6 +5,8 @@ import json
 import platform
 import os
 
+from . import rtt_parallel as RTTP
+
 
 def rate(r):
     return r["rows"] / r["seconds"] if r.get("seconds") else 0.0
@@ -79,6 +81,8 @@ def targets(report, poll_ms):
         for phase in ("snapshot", "streaming"):
             v = rtt_ratio(res[phase])
             row("%s at %s ms RTT ≥ 0.8× freebcp→COPY at %s ms" % (phase, ms, ms), v, v is not None and v >= 0.8, "×")
+    for label, v, ok in RTTP.target_rows(report.get("rtt_parallel", {})):
+        row(label, v, ok, "×")
     peaks = [r["peak_rss_anon_mb"] for r in worker_results(report) if r.get("peak_rss_anon_mb")]
     if peaks:
         row("worker private RSS < 100 MB (every phase)", max(peaks), max(peaks) < 100, " MB")
@@ -218,6 +222,8 @@ def render(report):
         lines += tls_table(tls)
     if report.get("rtt"):
         lines += rtt_table(report["rtt"], cfg)
+    if report.get("rtt_parallel"):
+        lines += RTTP.table(report["rtt_parallel"], cfg["rows"])
     lines += ["### Worker memory and CPU", "",
               "| phase | worker peak private RSS (RssAnon) MB | worker VmHWM MB | worker CPU s per 1M rows "
               "| worker CPU busy | stand-in CPU busy |", "|---|---:|---:|---:|---:|---:|"]

@@ -1,0 +1,116 @@
+/*-------------------------------------------------------------------------
+ *
+ * snapshot_parallel.c
+ *		The worker's snapshot chunks of one iteration: up to
+ *		snapshot_connections tables copied at once, one chunk of each in
+ *		turn, for up to a poll interval (doc/snapshot.md "Parallel copy").
+ *
+ * One worker process writes every chunk, each in its own transaction with
+ * its table's resume key, as before; what runs in parallel is SQL Server's
+ * side: each table reads on its own session (snapshot_lanes.c) and sends
+ * its next chunk's batch before its current chunk commits (snapshot.c), so
+ * while one table's chunk is inserted the other tables' batches are in
+ * flight.  At a round trip of R and N tables, a round of N chunks waits
+ * about R once instead of N times.
+ *
+ * IDENTIFICATION
+ *		src/snapshot_parallel.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "utils/timestamp.h"
+
+#include "mssql_cdc.h"
+#include "shmem.h"
+#include "snapshot_lanes.h"
+#include "worker_internal.h"
+
+int
+worker_count_copies(List *tables)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (!table->paused && table->phase == MSSQL_PHASE_SNAPSHOTTING)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * The copying tables starting at the one whose turn it is: an iteration
+ * may end after any chunk, and the next one goes on with the next table,
+ * so that a table whose chunks take longer than a poll interval does not
+ * keep the others waiting.
+ */
+static List *
+in_turn(List *copying, int32 next_table_id)
+{
+	List	   *ordered = NIL;
+	int			start = 0;
+	int			n = list_length(copying);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (((MssqlCdcTable *) list_nth(copying, i))->table_id == next_table_id)
+			start = i;
+	for (i = 0; i < n; i++)
+		ordered = lappend(ordered, list_nth(copying, (start + i) % n));
+	return ordered;
+}
+
+bool
+worker_copy_snapshots(MssqlCdcServer *server, List *copying)
+{
+	static int32 next_table_id = 0;
+	TimestampTz started = GetCurrentTimestamp();
+	int			i = 0;
+
+	/* a batch read ahead for a table that stopped copying goes */
+	snapshot_lanes_keep_only(copying);
+	if (copying == NIL)
+	{
+		/* no copy runs: the extra sessions go until the next one */
+		snapshot_lanes_close();
+		return false;
+	}
+
+	/*
+	 * One chunk per table in turn, for up to one poll interval: the catalog
+	 * reads and the max-LSN poll of an iteration would otherwise sit
+	 * between every two chunks, while the streaming tables need their
+	 * windows only about once a poll interval (so they wait at most a poll
+	 * interval plus one chunk, however many tables copy).  A copy that ends
+	 * leaves the turn; a table waiting for a connection starts at the next
+	 * poll.
+	 */
+	copying = in_turn(copying, next_table_id);
+	while (copying != NIL)
+	{
+		MssqlCdcTable *table;
+
+		CHECK_FOR_INTERRUPTS();
+		i = i % list_length(copying);
+		table = list_nth(copying, i);
+		if (worker_copy_snapshot_chunk(server, table))
+			i++;
+		else
+			copying = list_delete_nth_cell(copying, i);
+		worker_note_snapshot_isolation(table);
+		if (ConfigReloadPending || cdc_slot_stop_requested() ||
+			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), mssql_cdc_poll_interval))
+			break;
+	}
+	if (copying == NIL)
+		return false;
+	next_table_id = ((MssqlCdcTable *) list_nth(copying, i % list_length(copying)))->table_id;
+	return true;
+}
