@@ -108,6 +108,13 @@ extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
 
 extern void apply_snapshot_finish(SnapshotInsert *ins);
 
+/*
+ * Whether the chunk's rows went straight into the mirror (mirror.h
+ * mirror_sink_open); else mirror_apply_snapshot copies them from the
+ * staging table.
+ */
+extern bool apply_snapshot_wrote_mirror(const SnapshotInsert *ins);
+
 /* The _cdc_seqval of the chunk's first row (mirror_apply_snapshot) */
 extern const MssqlLsn *apply_snapshot_first_seqval(const SnapshotInsert *ins);
 

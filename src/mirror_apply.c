@@ -22,8 +22,10 @@
  *	  the key's latest change in the window that did set it, else keeps
  *	  the mirror's stored value.
  *
- * A snapshot chunk's rows are upserted.  In mirror-only mode the staging
- * rows applied are deleted in the same statement's transaction.
+ * A snapshot chunk's rows go straight into the mirror (mirror_snapshot.c);
+ * where they cannot, they are staged and upserted from the staging table
+ * here.  In mirror-only mode the staging rows applied are deleted in the
+ * same statement's transaction.
  *
  * IDENTIFICATION
  *		src/mirror_apply.c

@@ -240,8 +240,9 @@ snapshot_copy_chunk(TdsSession *session, MssqlCdcTable *table,
 		}
 	}
 	apply_snapshot_finish(ins);
-	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
-						  apply_snapshot_first_seqval(ins));
+	if (!apply_snapshot_wrote_mirror(ins))
+		mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
+							  apply_snapshot_first_seqval(ins));
 	if (copied > 0)
 	{
 		/* in the caller's context: it becomes the table's resume point */
