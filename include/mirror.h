@@ -10,8 +10,8 @@
  * chunk's) staging rows and checkpoint, so at every commit of a streaming
  * table it equals the source as of checkpoint_lsn.  A snapshot chunk's
  * rows go straight into the mirror (mirror_snapshot.c); a mirror-only
- * table (tables.changelog false) stages no snapshot row, and its window's
- * staging rows are removed again in the window's transaction.
+ * table (tables.changelog false) writes nothing to its staging table: its
+ * window is staged in a temporary table (mirror_window_stage.c).
  *
  * IDENTIFICATION
  *		include/mirror.h
@@ -25,6 +25,7 @@
 
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "utils/relcache.h"
 
 #include "catalog.h"
 #include "lsn.h"
@@ -130,6 +131,20 @@ extern void mirror_sink_add(MirrorSink *sink, const Datum *values, const bool *n
 							bool copy);
 
 extern void mirror_sink_close(MirrorSink *sink);
+
+/* ---- mirror_window_stage.c ---------------------------------------------- */
+
+/*
+ * A mirror-only table's window is staged in a temporary table of the
+ * worker with the staging table's columns and key, ON COMMIT DELETE ROWS,
+ * not in the user's staging table: opened (made when needed) in the
+ * window's transaction, locked RowExclusive, for run_as to write.
+ */
+extern Relation mirror_window_stage_open(const MssqlCdcTable *table, Relation staging,
+										 Oid run_as);
+
+/* Its name (in pg_temp) */
+extern char *mirror_window_stage_name(int32 table_id);
 
 /* ---- mirror_alter.c ----------------------------------------------------- */
 

@@ -493,6 +493,14 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	memset(&result, 0, sizeof(result));
 	/* the lock INSERT takes anyway; held to commit */
 	rel = open_staging(table);
+	if (mirror_enabled(table) && !table->changelog)
+	{
+		/* mirror only: the window is staged for the mirror, not in the changelog */
+		Relation	stage = mirror_window_stage_open(table, rel, run_as);
+
+		table_close(rel, NoLock);
+		rel = stage;
+	}
 	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &source_cols);
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
