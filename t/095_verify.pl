@@ -5,7 +5,8 @@
 # (a changed value, a deleted row, an extra row, NULL against an empty
 # string, a timestamp one microsecond off) and none of the concurrent
 # changes; progress is visible from another session while it runs; a table
-# without a mirror is refused.
+# without a mirror is refused; a run that fails half way is recorded as
+# failed, with its error.
 use strict;
 use warnings;
 
@@ -149,6 +150,25 @@ SELECT string_agg(kind || ' ' || (key->>'id') || ' ' || coalesce(array_to_string
 	'their keys and differing columns are in verify_mismatches: a changed value, a deleted row, NULL vs empty, 1 microsecond, an extra row');
 diag 'under load: ' . $node->safe_psql('postgres',
 	qq{SELECT format('%s rows, %s candidates, %s settled as concurrent changes, %s', source_rows, candidates, rechecked, elapsed) FROM mssql_cdc.verify_runs WHERE run_id = $f[0]});
+
+# ---------------------------------------------------------------------------
+# A run that fails half way (the connection to SQL Server lost in a chunk
+# after the run's row was committed) ends 'failed', with the error
+# ---------------------------------------------------------------------------
+$si->ctl('drop_after_rows', 'rows=2', 'match=ORDER BY [id]');
+($ret, $o, $err) = $node->psql('postgres',
+	q{CALL mssql_cdc.verify('src', 'dbo.v', chunk_rows => 20, recheck_timeout => '5 s')});
+$si->ctl('clear');
+isnt($ret, 0, 'verify() fails when the connection is lost in a chunk');
+is($node->safe_psql('postgres', q{
+SELECT format('%s %s %s', state, finished_at IS NOT NULL, message IS NOT NULL AND message <> '')
+  FROM mssql_cdc.verify_runs WHERE run_id = (SELECT max(run_id) FROM mssql_cdc.verify_runs)}),
+	'failed t t', 'its run is recorded as failed, finished, with the error')
+  or diag $err . "\n" . $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.verify_runs');
+my $message = $node->safe_psql('postgres',
+	q{SELECT message FROM mssql_cdc.verify_runs WHERE run_id = (SELECT max(run_id) FROM mssql_cdc.verify_runs)});
+ok($message ne '' && index($err, (split /\n/, $message)[0]) >= 0,
+	'the recorded message is the error the caller got') or diag "message: $message\nerror: $err";
 
 $node->stop;
 done_testing();
