@@ -31,6 +31,8 @@
 typedef struct ApplyResult
 {
 	int64		rows;
+	/* of those, before-images read only for the mirror (not in rows_applied) */
+	int64		mirror_only_rows;
 	int64		transactions;	/* distinct commit LSNs */
 	/* rows > 0: the commit LSN and time of the last transaction read */
 	MssqlLsn	last_lsn;

@@ -569,6 +569,9 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 					result.last_commit_time = 0;
 			}
 			change_row_values(session, unit, &key);
+			/* asked for by the mirror only: not a change the table keeps */
+			if (key.op == 3 && !table->update_before)
+				result.mirror_only_rows++;
 
 			/*
 			 * The ordered query sorts by these: a repeat or a step back is a
@@ -910,7 +913,8 @@ apply_commit_checkpoint(int32 table_id, const MssqlLsn *to, const ApplyResult *r
 
 	values[0] = Int32GetDatum(table_id);
 	values[1] = lsn_text(to);
-	values[2] = Int64GetDatum(result->rows);
+	/* the changes the table keeps: not the before-images read for its mirror only */
+	values[2] = Int64GetDatum(result->rows - result->mirror_only_rows);
 	values[3] = Int64GetDatum(result->transactions);
 	values[4] = TimestampTzGetDatum(commit_time);
 	if (commit_time == 0)
