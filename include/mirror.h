@@ -217,6 +217,13 @@ extern void mirror_snapshot_begin(const MssqlCdcTable *table, Oid run_as);
 extern void mirror_start_rebuild(const MssqlCdcTable *table, Oid run_as);
 
 /*
+ * Drop the shadow of a rebuild of mirror_schema.mirror_table if there is
+ * one, as run_as (its owner): remove_table of a table being rebuilt.
+ */
+extern void mirror_drop_shadow(const char *mirror_schema, const char *mirror_table,
+							   Oid run_as);
+
+/*
  * In the transaction of the snapshot's last chunk: make the mirror equal
  * to the shadow in place and drop the shadow (no-op without a rebuild).
  */
