@@ -5,8 +5,8 @@
 # reader polls it: the reader never misses a row that exists at the source
 # throughout, and a row that is not at the source is gone afterwards; the
 # mirror keeps its OID; changelog => false stops the changelog,
-# mirror => false stops the mirror and keeps the table; remove_table during
-# a rebuild drops the shadow.
+# mirror => false stops the mirror and keeps the table; mirror => false and
+# remove_table during a rebuild drop the shadow.
 use strict;
 use warnings;
 
@@ -140,9 +140,18 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_a1_mirror 
 	'0', 'the dropped mirror is kept but no longer changed');
 
 # ---------------------------------------------------------------------------
-# remove_table during a rebuild: the half-built shadow goes with the table,
-# the mirror stays (as the staging table does)
+# mirror => false or remove_table during a rebuild: the half-built shadow
+# goes, the mirror stays (as the staging table does)
 # ---------------------------------------------------------------------------
+like($node->safe_psql('postgres', q{
+BEGIN;
+SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror_table => 'public.a1_dropped');
+SELECT count(*) FROM pg_class WHERE relname = 'a1_dropped_rebuild';
+SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror => false);
+COMMIT;}), qr/^\s*1\s*$/, 'a new mirror is being rebuilt when it is dropped again');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class WHERE relname LIKE 'a1_dropped%' AND relkind = 'r'}),
+	'a1_dropped', 'mirror => false dropped the rebuild shadow and kept the mirror');
 like($node->safe_psql('postgres', q{
 BEGIN;
 SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror_table => 'public.a1_again');
