@@ -218,7 +218,8 @@ extern void mirror_start_rebuild(const MssqlCdcTable *table, Oid run_as);
 
 /*
  * Drop the shadow of a rebuild of mirror_schema.mirror_table if there is
- * one, as run_as (its owner): remove_table of a table being rebuilt.
+ * one, as run_as (its owner): remove_table of a table being rebuilt, or
+ * alter_table(mirror => false).
  */
 extern void mirror_drop_shadow(const char *mirror_schema, const char *mirror_table,
 							   Oid run_as);
