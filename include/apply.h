@@ -31,6 +31,8 @@
 typedef struct ApplyResult
 {
 	int64		rows;
+	/* of those, before-images read only for the mirror (not in rows_applied) */
+	int64		mirror_only_rows;
 	int64		transactions;	/* distinct commit LSNs */
 	/* rows > 0: the commit LSN and time of the last transaction read */
 	MssqlLsn	last_lsn;
@@ -107,6 +109,13 @@ extern SnapshotInsert *apply_snapshot_prepare(const MssqlCdcTable *table,
 extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
 
 extern void apply_snapshot_finish(SnapshotInsert *ins);
+
+/*
+ * Whether the chunk's rows went straight into the mirror (mirror.h
+ * mirror_sink_open); else mirror_apply_snapshot copies them from the
+ * staging table.
+ */
+extern bool apply_snapshot_wrote_mirror(const SnapshotInsert *ins);
 
 /* The _cdc_seqval of the chunk's first row (mirror_apply_snapshot) */
 extern const MssqlLsn *apply_snapshot_first_seqval(const SnapshotInsert *ins);

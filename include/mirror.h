@@ -7,11 +7,11 @@
  *		(also its replica identity, so it can be published).
  *
  * A mirror changes in the same transaction as the window's (or snapshot
- * chunk's) staging rows and checkpoint, from those staging rows, so at
- * every commit of a streaming table it equals the source as of
- * checkpoint_lsn.  In mirror-only mode (tables.changelog false) the
- * staging rows are removed again in that transaction: no changelog row is
- * ever committed.
+ * chunk's) staging rows and checkpoint, so at every commit of a streaming
+ * table it equals the source as of checkpoint_lsn.  A snapshot chunk's
+ * rows go straight into the mirror (mirror_snapshot.c); a mirror-only
+ * table (tables.changelog false) writes nothing to its staging table: its
+ * window is staged in a temporary table (mirror_window_stage.c).
  *
  * IDENTIFICATION
  *		include/mirror.h
@@ -25,6 +25,7 @@
 
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "utils/relcache.h"
 
 #include "catalog.h"
 #include "lsn.h"
@@ -104,6 +105,47 @@ extern void mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTab
 extern void mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src,
 								  Oid run_as, const MssqlLsn *l0, const MssqlLsn *first_seqval);
 
+/* ---- mirror_snapshot.c -------------------------------------------------- */
+
+typedef struct MirrorSink MirrorSink;
+
+/*
+ * Write a snapshot chunk's rows straight into the mirror (the shadow
+ * during a rebuild) with the bulk writer, as run_as, from the values the
+ * chunk converts for the staging table: value i is column names[i] (NULL:
+ * not a source column) of type types[i]/typmods[i].  NULL when the mirror
+ * has no such column of that type (the chunk is then staged and copied,
+ * mirror_apply_snapshot) or, unless alone (no staging writer is open), when
+ * it would take the SPI path.  Close it after a staging writer opened
+ * later (each restores the user it found).
+ */
+extern MirrorSink *mirror_sink_open(const MssqlCdcTable *table, Oid run_as, bool alone,
+									int ncols, char *const *names, const Oid *types,
+									const int32 *typmods);
+
+/* Where to build the next row's values when no staging writer is open */
+extern MemoryContext mirror_sink_row_context(MirrorSink *sink);
+
+/* One row; copy: the values live in another writer's row context */
+extern void mirror_sink_add(MirrorSink *sink, const Datum *values, const bool *nulls,
+							bool copy);
+
+extern void mirror_sink_close(MirrorSink *sink);
+
+/* ---- mirror_window_stage.c ---------------------------------------------- */
+
+/*
+ * A mirror-only table's window is staged in a temporary table of the
+ * worker with the staging table's columns and key, ON COMMIT DELETE ROWS,
+ * not in the user's staging table: opened (made when needed) in the
+ * window's transaction, locked RowExclusive, for run_as to write.
+ */
+extern Relation mirror_window_stage_open(const MssqlCdcTable *table, Relation staging,
+										 Oid run_as);
+
+/* Its name (in pg_temp) */
+extern char *mirror_window_stage_name(int32 table_id);
+
 /* ---- mirror_alter.c ----------------------------------------------------- */
 
 /* alter_table's mirror arguments and what they lead to */
@@ -173,6 +215,14 @@ extern void mirror_snapshot_begin(const MssqlCdcTable *table, Oid run_as);
 
 /* Start a rebuild now (an empty shadow), e.g. for a mirror just added. */
 extern void mirror_start_rebuild(const MssqlCdcTable *table, Oid run_as);
+
+/*
+ * Drop the shadow of a rebuild of mirror_schema.mirror_table if there is
+ * one, as run_as (its owner): remove_table of a table being rebuilt, or
+ * alter_table(mirror => false).
+ */
+extern void mirror_drop_shadow(const char *mirror_schema, const char *mirror_table,
+							   Oid run_as);
 
 /*
  * In the transaction of the snapshot's last chunk: make the mirror equal

@@ -75,6 +75,21 @@ extern MemoryContext staging_writer_row_context(StagingWriter *writer);
 extern void staging_writer_add(StagingWriter *writer, const Datum *values,
 							   const bool *nulls);
 
+/*
+ * The same, for values that may be freed right after the call (another
+ * writer's row context): the row is copied into the writer's own memory.
+ * Heap inserts form that copy anyway, so it costs nothing extra.
+ */
+extern void staging_writer_add_copy(StagingWriter *writer, const Datum *values,
+									const bool *nulls);
+
+/*
+ * Whether relid is written in bulk (no trigger, rule, row-level security,
+ * partitioning; a heap table): a writer on the SPI path keeps an SPI
+ * connection open, so two such writers cannot be interleaved.
+ */
+extern bool staging_writer_is_bulk(Oid relid);
+
 /* Flush what is buffered, restore the user, release everything. */
 extern void staging_writer_close(StagingWriter *writer);
 

@@ -517,11 +517,14 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 	char	   *server_name;
 	int32		table_id;
 	char	   *staging = NULL;
+	char	   *run_as;
+	char	   *mirror_schema = NULL;
+	char	   *mirror_table = NULL;
 	bool		last_table;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 	CatalogOwnerScope scope;
 
-	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, NULL);
+	table_id = api_begin_table_change(fcinfo, caller, &scope, &server_name, &run_as);
 
 	{
 		Oid			types[1] = {INT4OID};
@@ -530,7 +533,7 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 		args[0] = Int32GetDatum(table_id);
 		if (SPI_execute_with_args("DELETE FROM mssql_cdc.tables"
 								  " WHERE table_id OPERATOR(pg_catalog.=) $1"
-								  " RETURNING staging_schema, staging_table",
+								  " RETURNING staging_schema, staging_table, mirror_schema, mirror_table",
 								  1, types, args, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
 			elog(ERROR, "could not delete from mssql_cdc.tables");
 		if (SPI_processed == 1)
@@ -543,6 +546,13 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 			if (OidIsValid(nspid) && OidIsValid(get_relname_relid(relname, nspid)))
 				staging = MemoryContextStrdup(caller_cxt,
 											  quote_qualified_identifier(nspname, relname));
+			mirror_schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+			mirror_table = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
+			if (mirror_schema != NULL && mirror_table != NULL)
+			{
+				mirror_schema = MemoryContextStrdup(caller_cxt, mirror_schema);
+				mirror_table = MemoryContextStrdup(caller_cxt, mirror_table);
+			}
 		}
 	}
 	{
@@ -560,7 +570,17 @@ mssql_cdc_remove_table(PG_FUNCTION_ARGS)
 		last_table = (SPI_processed == 1);
 	}
 
+	run_as = MemoryContextStrdup(caller_cxt, run_as);
 	api_end_catalog_write(&scope);
+
+	/*
+	 * A rebuild's half-filled shadow is of no use without the table (the
+	 * mirror itself is kept, as the staging table is); the worker writes it
+	 * only with the table's state row locked, which the DELETE above waited
+	 * for, so no chunk can come after this.
+	 */
+	if (mirror_schema != NULL && mirror_table != NULL)
+		mirror_drop_shadow(mirror_schema, mirror_table, get_role_oid(run_as, false));
 
 	if (staging)
 		ereport(NOTICE,

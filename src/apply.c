@@ -100,7 +100,8 @@ typedef struct StagingUnit
 {
 	StagingColumn *cols;
 	int			ncols;
-	StagingWriter *writer;
+	AttrNumber *attnums;
+	StagingWriter *writer;		/* NULL: the rows are not staged */
 	Datum	   *values;
 	bool	   *nulls;
 	Datum		op_datums[lengthof(operation_labels)];
@@ -223,8 +224,8 @@ open_staging(const MssqlCdcTable *table)
  * _cdc_op are converted once here.
  */
 static StagingUnit *
-staging_unit_open(Relation rel, const MssqlSourceTable *src, int first_data_col,
-				  Oid run_as, List **source_cols)
+staging_unit_describe(Relation rel, const MssqlSourceTable *src, int first_data_col,
+					  List **source_cols)
 {
 	StagingUnit *unit = palloc0(sizeof(StagingUnit));
 	AttrNumber *attnums;
@@ -256,14 +257,32 @@ staging_unit_open(Relation rel, const MssqlSourceTable *src, int first_data_col,
 		if (unit->cols[i].source == FROM_SEQVAL &&
 			unit->cols[i].target.input.fn_addr != mssql_cdc_lsn_in)
 			unit->lsn_binary = false;
-	unit->writer = staging_writer_open(RelationGetRelid(rel), run_as, attnums, unit->ncols);
+	unit->attnums = attnums;
+	return unit;
+}
+
+static void
+staging_unit_open_writer(StagingUnit *unit, Relation rel, Oid run_as)
+{
+	unit->writer = staging_writer_open(RelationGetRelid(rel), run_as, unit->attnums,
+									   unit->ncols);
+}
+
+static StagingUnit *
+staging_unit_open(Relation rel, const MssqlSourceTable *src, int first_data_col,
+				  Oid run_as, List **source_cols)
+{
+	StagingUnit *unit = staging_unit_describe(rel, src, first_data_col, source_cols);
+
+	staging_unit_open_writer(unit, rel, run_as);
 	return unit;
 }
 
 static void
 staging_unit_close(StagingUnit *unit)
 {
-	staging_writer_close(unit->writer);
+	if (unit->writer != NULL)
+		staging_writer_close(unit->writer);
 }
 
 /*
@@ -474,6 +493,14 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	memset(&result, 0, sizeof(result));
 	/* the lock INSERT takes anyway; held to commit */
 	rel = open_staging(table);
+	if (mirror_enabled(table) && !table->changelog)
+	{
+		/* mirror only: the window is staged for the mirror, not in the changelog */
+		Relation	stage = mirror_window_stage_open(table, rel, run_as);
+
+		table_close(rel, NoLock);
+		rel = stage;
+	}
 	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &source_cols);
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
@@ -542,6 +569,9 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 					result.last_commit_time = 0;
 			}
 			change_row_values(session, unit, &key);
+			/* asked for by the mirror only: not a change the table keeps */
+			if (key.op == 3 && !table->update_before)
+				result.mirror_only_rows++;
 
 			/*
 			 * The ordered query sorts by these: a repeat or a step back is a
@@ -595,6 +625,7 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 struct SnapshotInsert
 {
 	StagingUnit *unit;
+	MirrorSink *mirror;			/* the rows straight into the mirror, or NULL */
 	MssqlLsn	lsn;			/* L0, the _cdc_lsn of every snapshot row */
 	MssqlLsn	next_seqval;	/* big-endian row counter */
 	MssqlLsn	first_seqval;	/* the chunk's first row (its mirror applies from it) */
@@ -675,6 +706,27 @@ first_free_seqval(Relation rel, Oid run_as, const MssqlLsn *l0, MssqlLsn *seqval
 	seqval_increment(seqval);
 }
 
+/* The chunk's mirror writer (mirror_snapshot.c) over the unit's converted values */
+static MirrorSink *
+open_mirror_sink(const MssqlCdcTable *table, Oid run_as, StagingUnit *unit)
+{
+	char	  **names = palloc0(sizeof(char *) * Max(unit->ncols, 1));
+	Oid		   *types = palloc0(sizeof(Oid) * Max(unit->ncols, 1));
+	int32	   *typmods = palloc0(sizeof(int32) * Max(unit->ncols, 1));
+	int			i;
+
+	for (i = 0; i < unit->ncols; i++)
+	{
+		if (unit->cols[i].source != FROM_DATA)
+			continue;
+		names[i] = unit->cols[i].name;
+		types[i] = unit->cols[i].target.typid;
+		typmods[i] = unit->cols[i].target.typmod;
+	}
+	return mirror_sink_open(table, run_as, !table->changelog, unit->ncols, names, types,
+							typmods);
+}
+
 SnapshotInsert *
 apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
 					   const MssqlLsn *l0, List **select_exprs)
@@ -689,7 +741,12 @@ apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, 
 	first_free_seqval(rel, run_as, l0, &ins->next_seqval);
 	ins->first_seqval = ins->next_seqval;
 	/* the snapshot SELECT returns the staged columns from column 1 on */
-	ins->unit = staging_unit_open(rel, src, 1, run_as, &source_cols);
+	ins->unit = staging_unit_describe(rel, src, 1, &source_cols);
+	/* opened first, closed last: each writer restores the user it found */
+	ins->mirror = open_mirror_sink(table, run_as, ins->unit);
+	/* mirror only: the staging table gets nothing */
+	if (ins->mirror == NULL || table->changelog)
+		staging_unit_open_writer(ins->unit, rel, run_as);
 	table_close(rel, NoLock);
 	*select_exprs = NIL;
 	foreach(lc, source_cols)
@@ -711,7 +768,8 @@ apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
 		check_data_types(session, unit, "reading a snapshot chunk");
 		ins->types_checked = true;
 	}
-	oldcxt = MemoryContextSwitchTo(staging_writer_row_context(unit->writer));
+	oldcxt = MemoryContextSwitchTo(unit->writer ? staging_writer_row_context(unit->writer)
+								   : mirror_sink_row_context(ins->mirror));
 	for (i = 0; i < unit->ncols; i++)
 	{
 		StagingColumn *col = &unit->cols[i];
@@ -744,7 +802,11 @@ apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
 	}
 	MemoryContextSwitchTo(oldcxt);
 
-	staging_writer_add(unit->writer, unit->values, unit->nulls);
+	/* both from the same converted values */
+	if (ins->mirror)
+		mirror_sink_add(ins->mirror, unit->values, unit->nulls, unit->writer != NULL);
+	if (unit->writer)
+		staging_writer_add(unit->writer, unit->values, unit->nulls);
 	seqval_increment(&ins->next_seqval);
 }
 
@@ -752,6 +814,14 @@ void
 apply_snapshot_finish(SnapshotInsert *ins)
 {
 	staging_unit_close(ins->unit);
+	if (ins->mirror)
+		mirror_sink_close(ins->mirror);
+}
+
+bool
+apply_snapshot_wrote_mirror(const SnapshotInsert *ins)
+{
+	return ins->mirror != NULL;
 }
 
 const MssqlLsn *
@@ -843,7 +913,8 @@ apply_commit_checkpoint(int32 table_id, const MssqlLsn *to, const ApplyResult *r
 
 	values[0] = Int32GetDatum(table_id);
 	values[1] = lsn_text(to);
-	values[2] = Int64GetDatum(result->rows);
+	/* the changes the table keeps: not the before-images read for its mirror only */
+	values[2] = Int64GetDatum(result->rows - result->mirror_only_rows);
 	values[3] = Int64GetDatum(result->transactions);
 	values[4] = TimestampTzGetDatum(commit_time);
 	if (commit_time == 0)

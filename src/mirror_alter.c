@@ -204,6 +204,11 @@ mirror_alter_commit(MirrorAlter *ma, int32 table_id, Oid run_as_oid)
 		t.mirror_table = ma->relname;
 		mirror_start_rebuild(&t, run_as_oid);
 	}
+	else if (ma->cur_table != NULL && ma->relname == NULL)
+	{
+		/* dropped: a rebuild's half-filled shadow goes, the mirror stays */
+		mirror_drop_shadow(ma->cur_schema, ma->cur_table, run_as_oid);
+	}
 	mirror_set_catalog(table_id, ma->schema, ma->relname, ma->new_changelog);
 }
 

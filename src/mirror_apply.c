@@ -22,8 +22,11 @@
  *	  the key's latest change in the window that did set it, else keeps
  *	  the mirror's stored value.
  *
- * A snapshot chunk's rows are upserted.  In mirror-only mode the staging
- * rows applied are deleted in the same statement's transaction.
+ * A mirror-only table's window is read from its temporary table
+ * (mirror_window_stage.c), which empties at commit.  A snapshot chunk's
+ * rows go straight into the mirror (mirror_snapshot.c); where they cannot,
+ * they are staged and upserted from the staging table here, and in
+ * mirror-only mode deleted from it again in the chunk's transaction.
  *
  * IDENTIFICATION
  *		src/mirror_apply.c
@@ -245,10 +248,6 @@ build_snapshot_sql(const char *staging, const char *mirror, const MirrorColumn *
 }
 
 /*
- * Run the mirror statement and, in mirror-only mode, delete the staging
- * rows it read (same range), as run_as.
- */
-/*
  * Remove staged rows of range (and extra) again in the window's
  * transaction: all of a mirror-only table's, or the before-images read
  * only for the mirror.
@@ -267,7 +266,7 @@ delete_staged(const MssqlCdcTable *table, const char *range, const char *extra,
 }
 
 static void
-run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
+run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql, bool window,
 			const char *range, const MssqlLsn *a, const MssqlLsn *b)
 {
 	Oid			types[2] = {TEXTOID, TEXTOID};
@@ -291,7 +290,11 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 		elog(ERROR, "could not apply changes to mirror table \"%s.%s\"",
 			 table->mirror_schema, table->mirror_table);
 	if (!table->changelog)
-		delete_staged(table, range, "", types, values);
+	{
+		/* a window came from its temporary table, which empties at commit */
+		if (!window)
+			delete_staged(table, range, "", types, values);
+	}
 	else if (!table->update_before)
 		/* read for the mirror only (apply.c): the changelog keeps no before-images */
 		delete_staged(table, range, " AND s._cdc_op OPERATOR(pg_catalog.=) 'update_before'",
@@ -300,25 +303,33 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *apply_sql,
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 
-typedef char *(*MirrorSqlBuilder) (const char *staging, const char *mirror,
-								   const MirrorColumn *cols, int ncols, int nkey);
-
-/* apply into target (the mirror or its shadow, a relation name) */
+/*
+ * Apply into target (the mirror or its shadow, a relation name) and, in
+ * mirror-only mode, delete the staging rows it read (same range), as
+ * run_as.  A window reads a mirror-only table's rows from its temporary
+ * table (mirror_window_stage.c).
+ */
 static void
 apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
-			const char *target, MirrorSqlBuilder build, const char *range,
+			const char *target, bool window, const char *range,
 			const MssqlLsn *a, const MssqlLsn *b)
 {
 	MirrorColumn *cols;
 	int			ncols;
 	int			nkey;
+	const char *staged;
+	const char *mirror = quote_qualified_identifier(table->mirror_schema, target);
 
 	cols = mirror_columns(src, &ncols, &nkey);
+	if (window && !table->changelog)
+		staged = psprintf("pg_temp.%s",
+						  quote_identifier(mirror_window_stage_name(table->table_id)));
+	else
+		staged = quote_qualified_identifier(table->staging_schema, table->staging_table);
 	run_as_role(table, run_as,
-				build(quote_qualified_identifier(table->staging_schema, table->staging_table),
-					  quote_qualified_identifier(table->mirror_schema, target),
-					  cols, ncols, nkey),
-				range, a, b);
+				window ? build_window_sql(staged, mirror, cols, ncols, nkey)
+				: build_snapshot_sql(staged, mirror, cols, ncols, nkey),
+				window, range, a, b);
 }
 
 void
@@ -326,8 +337,7 @@ mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid
 					const MssqlLsn *from, const MssqlLsn *to)
 {
 	if (mirror_enabled(table))
-		apply_range(table, src, run_as, table->mirror_table, build_window_sql, LSN_RANGE,
-					from, to);
+		apply_range(table, src, run_as, table->mirror_table, true, LSN_RANGE, from, to);
 }
 
 void
@@ -340,7 +350,7 @@ mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src, O
 		return;
 	/* a resnapshot fills the shadow; readers keep the whole old mirror */
 	shadow = mirror_shadow_if_building(table);
-	apply_range(table, src, run_as, shadow ? shadow : table->mirror_table, build_snapshot_sql,
+	apply_range(table, src, run_as, shadow ? shadow : table->mirror_table, false,
 				CHUNK_RANGE, l0, first_seqval);
 }
 

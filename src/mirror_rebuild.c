@@ -39,9 +39,26 @@
 #define SHADOW_SUFFIX	"_rebuild"
 
 static char *
+shadow_name_of(const char *mirror_table)
+{
+	return staging_column_name(psprintf("%s%s", mirror_table, SHADOW_SUFFIX));
+}
+
+static char *
 shadow_name(const MssqlCdcTable *table)
 {
-	return staging_column_name(psprintf("%s%s", table->mirror_table, SHADOW_SUFFIX));
+	return shadow_name_of(table->mirror_table);
+}
+
+void
+mirror_drop_shadow(const char *mirror_schema, const char *mirror_table, Oid run_as)
+{
+	Oid			nspid = get_namespace_oid(mirror_schema, true);
+	char	   *name = shadow_name_of(mirror_table);
+
+	if (OidIsValid(nspid) && OidIsValid(get_relname_relid(name, nspid)))
+		mirror_run_sql(psprintf("DROP TABLE %s", quote_qualified_identifier(mirror_schema, name)),
+					   run_as);
 }
 
 char *

@@ -339,8 +339,9 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 									  last_key));
 
 	apply_snapshot_finish(ins);
-	mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
-						  apply_snapshot_first_seqval(ins));
+	if (!apply_snapshot_wrote_mirror(ins))
+		mirror_apply_snapshot(table, src, run_as, &table->snapshot_lsn,
+							  apply_snapshot_first_seqval(ins));
 	apply_snapshot_progress(table->table_id, last_key, copied, done, &table->snapshot_lsn);
 	if (done)
 		mirror_snapshot_done(table, src, run_as);

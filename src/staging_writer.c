@@ -83,6 +83,7 @@ struct StagingWriter
 	int			nused;
 	int			batch_rows;
 	MemoryContext batchcxt;		/* the values of the buffered rows */
+	Size		copied_bytes;	/* rows copied into their slots (add_copy) */
 	bool		pushed_snapshot;
 };
 
@@ -314,11 +315,22 @@ flush_batch(StagingWriter *w)
 	}
 	MemoryContextSwitchTo(oldcxt);
 	w->nused = 0;
+	w->copied_bytes = 0;
 	MemoryContextReset(w->batchcxt);
 }
 
-void
-staging_writer_add(StagingWriter *w, const Datum *values, const bool *nulls)
+bool
+staging_writer_is_bulk(Oid relid)
+{
+	Relation	rel = table_open(relid, RowExclusiveLock);
+	bool		bulk = bulk_refusal(rel) == NULL;
+
+	table_close(rel, NoLock);
+	return bulk;
+}
+
+static void
+add_row(StagingWriter *w, const Datum *values, const bool *nulls, bool copy)
 {
 	TupleTableSlot *slot;
 	TupleDesc	desc;
@@ -369,12 +381,30 @@ staging_writer_add(StagingWriter *w, const Datum *values, const bool *nulls)
 		ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_INSERT);
 	if (w->has_constraints)
 		ExecConstraints(w->rri, slot, w->estate);
+	/*
+	 * the slot's own copy, outside the batch's memory: the caller may free
+	 * the values before the flush; counted towards the batch's size
+	 */
+	if (copy)
+		w->copied_bytes += ExecFetchSlotHeapTuple(slot, true, NULL)->t_len;
 	ResetPerTupleExprContext(w->estate);
 
 	w->nused++;
 	if (w->nused >= w->batch_rows ||
-		MemoryContextMemAllocated(w->batchcxt, true) >= STAGING_BATCH_MAX_BYTES)
+		MemoryContextMemAllocated(w->batchcxt, true) + w->copied_bytes >= STAGING_BATCH_MAX_BYTES)
 		flush_batch(w);
+}
+
+void
+staging_writer_add(StagingWriter *w, const Datum *values, const bool *nulls)
+{
+	add_row(w, values, nulls, false);
+}
+
+void
+staging_writer_add_copy(StagingWriter *w, const Datum *values, const bool *nulls)
+{
+	add_row(w, values, nulls, true);
 }
 
 void

@@ -719,6 +719,41 @@ next_run_id(void)
 }
 
 /*
+ * A run whose rows were committed failed: roll its transaction back and
+ * mark every row of the run that has not finished 'failed', with the
+ * error, in a transaction of its own (the run's progress was committed
+ * chunk by chunk, so the abort of the caller's transaction would leave
+ * them 'running').  The error goes on to the caller as it was.  Only in
+ * a nonatomic call (SPI_rollback), from the run's own SPI level: the run
+ * opens no other one.
+ */
+static void
+record_failure(int64 run_id, MemoryContext run_cxt)
+{
+	ErrorData  *edata;
+	CatalogOwnerScope scope;
+	Oid			types[2] = {INT8OID, TEXTOID};
+	Datum		values[2];
+
+	MemoryContextSwitchTo(run_cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	SPI_rollback();
+	values[0] = Int64GetDatum(run_id);
+	values[1] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
+	catalog_become_owner(&scope);
+	if (SPI_execute_with_args("UPDATE mssql_cdc.verify_runs SET state = 'failed', message = $2,"
+							  " elapsed = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) started_at,"
+							  " finished_at = pg_catalog.clock_timestamp()"
+							  " WHERE run_id = $1 AND finished_at IS NULL",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(WARNING, "could not record the failure of verify() run " INT64_FORMAT, run_id);
+	catalog_restore_user(&scope);
+	SPI_commit();
+	ReThrowError(edata);
+}
+
+/*
  * CALL mssql_cdc.verify(server name, source_table text, chunk_rows int,
  *		recheck_timeout interval, INOUT run_id ..., INOUT elapsed interval)
  */
@@ -805,18 +840,29 @@ mssql_cdc_verify(PG_FUNCTION_ARGS)
 		}
 		commit_if(nonatomic);
 		MemoryContextSwitchTo(run_cxt);
-		foreach(lc, vts)
+		PG_TRY();
 		{
-			VerifyTable *vt = lfirst(lc);
-			int			i;
+			foreach(lc, vts)
+			{
+				VerifyTable *vt = lfirst(lc);
+				int			i;
 
-			verify_table(session, vt, chunk_rows, timeout, nonatomic);
-			MemoryContextSwitchTo(run_cxt);
-			totals[0] += vt->source_rows;
-			totals[1] += vt->mirror_rows;
-			for (i = 0; i < 4; i++)
-				totals[2 + i] += vt->counts[i];
+				verify_table(session, vt, chunk_rows, timeout, nonatomic);
+				MemoryContextSwitchTo(run_cxt);
+				totals[0] += vt->source_rows;
+				totals[1] += vt->mirror_rows;
+				for (i = 0; i < 4; i++)
+					totals[2 + i] += vt->counts[i];
+			}
 		}
+		PG_CATCH();
+		{
+			/* the run's rows are committed: they must not stay 'running' */
+			if (nonatomic)
+				record_failure(run_id, run_cxt);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 		SPI_finish();
 	}
 	PG_FINALLY();

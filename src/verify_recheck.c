@@ -24,7 +24,11 @@
  *	   below U, and the capture job publishes in commit order, so all of
  *	   them are captured.  U must be above M and the UTC offset unchanged
  *	   since T (a daylight-saving change moves local times back); else the
- *	   batch waits (or, for an offset change, reads again).
+ *	   batch waits (or, for an offset change, reads again).  On an idle
+ *	   source no such transaction comes: then U is the max LSN read after
+ *	   an empty log scan session that began after T + 1 s
+ *	   (sys.dm_cdc_log_scan_sessions, idle_bound below), when the login
+ *	   may read that view.
  *	3. Wait until the mirror's checkpoint_lsn C >= U, then read the
  *	   mirror rows of the keys with C in one statement (the worker commits
  *	   mirror rows and checkpoint together).  The mirror now reflects
@@ -257,6 +261,97 @@ nap(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* What the polls of one batch saw of the latest empty log scan session */
+typedef struct IdleWatch
+{
+	bool		denied;			/* the login may not read the view: no idle bound */
+	bool		seen;
+	int64		session_id;		/* the latest empty session at the first poll */
+	int64		empty_count;	/* and its empty_scan_count */
+} IdleWatch;
+
+static int64
+col_int64_or(TdsSession *session, int col, int64 fallback)
+{
+	char	   *text = tds_col_text(session, col);
+
+	return text ? strtoll(text, NULL, 10) : fallback;
+}
+
+/*
+ * Step 2 on an idle source: an empty log scan session of the capture job
+ * (tran_count 0: it found no change data capture transaction left to
+ * process up to the end of the log) that began after the rows were read.
+ * Everything the rows reflect committed before that session began, so it
+ * had been captured by then, and the max LSN read after it is a bound U.
+ * The session shows as its own row with start_time after T + 1 s, or, if
+ * consecutive empty sessions are folded into one row (UNCONFIRMED, see
+ * ENGINE.md), as that row's empty_scan_count rising by two after a poll
+ * made after T: the second of those sessions began after the first ended.
+ * Returns 1 with *u set, 0 without evidence, -1 when the UTC offset
+ * changed.
+ */
+static int
+idle_bound(TdsSession *session, IdleWatch *w, const char *later, int offset, MssqlLsn *u)
+{
+	char	   *sql = psprintf("SELECT TOP (1) session_id, empty_scan_count,"
+							   " CASE WHEN start_time > CONVERT(datetime, N'%s', 121) THEN 1 ELSE 0 END,"
+							   " DATEPART(TZOFFSET, SYSDATETIMEOFFSET())"
+							   " FROM sys.dm_cdc_log_scan_sessions WHERE session_id > 0 AND tran_count = 0"
+							   " AND end_time IS NOT NULL ORDER BY session_id DESC;"
+							   " SELECT sys.fn_cdc_get_max_lsn();", later);
+	TdsStep		step;
+	int			result = 0;
+	bool		evidence = false;
+	bool		have_max = false;
+	int			now_offset = offset;
+
+	if (w->denied)
+		return 0;
+	if (!tds_exec_try(session, sql))
+		goto remote_error;
+	while ((step = tds_next_result_try(session)) == TDS_STEP_MORE)
+	{
+		if (tds_num_cols(session) == 0)
+			continue;
+		while ((step = tds_next_row_try(session)) == TDS_STEP_MORE)
+		{
+			if (result == 0 && tds_num_cols(session) >= 4)
+			{
+				int64		id = col_int64_or(session, 1, -1);
+				int64		count = col_int64_or(session, 2, 0);
+
+				now_offset = (int) col_int64_or(session, 4, offset);
+				if (col_int64_or(session, 3, 0) == 1)
+					evidence = true;
+				else if (w->seen && id == w->session_id && count >= w->empty_count + 2)
+					evidence = true;
+				else if (!w->seen || id != w->session_id)
+				{
+					w->seen = true;
+					w->session_id = id;
+					w->empty_count = count;
+				}
+			}
+			else if (result == 1)
+				have_max = tds_col_lsn(session, 1, u);
+		}
+		if (step == TDS_STEP_REMOTE_ERROR)
+			goto remote_error;
+		result++;
+	}
+	if (step == TDS_STEP_REMOTE_ERROR)
+		goto remote_error;
+	if (now_offset != offset)
+		return -1;
+	return evidence && have_max ? 1 : 0;
+
+remote_error:
+	/* e.g. 297: no VIEW DATABASE STATE; the bound of a later transaction remains */
+	w->denied = true;
+	return 0;
+}
+
 /*
  * Step 2: U.  Returns 1 with *u set, 0 when the deadline passed, -1 when
  * the UTC offset changed (read the batch again).
@@ -265,14 +360,18 @@ static int
 wait_bound(TdsSession *session, const MssqlLsn *m_lsn, const char *local_time, int offset,
 		   TimestampTz deadline, MssqlLsn *u)
 {
+	char	   *later = one_second_later(local_time);
 	char	   *sql = psprintf("SELECT sys.fn_cdc_map_time_to_lsn(N'smallest greater than',"
 							   " CONVERT(datetime, N'%s', 121)), DATEPART(TZOFFSET, SYSDATETIMEOFFSET())",
-							   one_second_later(local_time));
+							   later);
+	IdleWatch	idle;
 
+	memset(&idle, 0, sizeof(idle));
 	for (;;)
 	{
 		bool		found = false;
 		int			now_offset = offset;
+		int			idle_found;
 
 		tds_exec(session, sql);
 		while (tds_next_result(session))
@@ -286,6 +385,12 @@ wait_bound(TdsSession *session, const MssqlLsn *m_lsn, const char *local_time, i
 		if (now_offset != offset)
 			return -1;
 		if (found && mssql_lsn_cmp(u, m_lsn) > 0)
+			return 1;
+		/* no transaction after the read (yet): an idle source's bound */
+		idle_found = idle_bound(session, &idle, later, offset, u);
+		if (idle_found < 0)
+			return -1;
+		if (idle_found > 0 && mssql_lsn_cmp(u, m_lsn) >= 0)
 			return 1;
 		if (past(deadline))
 			return 0;
@@ -416,12 +521,13 @@ compare_with_mirror(VerifyTable *vt, List *batch, List *source_rows, MssqlLsn *c
 }
 
 /*
- * Step 4: the candidates of outcomes with a change in (M, C] at the
- * source; NULL when SQL Server could not say (then all are read again).
+ * Step 4: *changed gets the candidates of outcomes with a change in (M, C]
+ * at the source (NIL: none changed); false when SQL Server could not say
+ * (then all are read again).
  */
-static List *
+static bool
 changed_keys(TdsSession *session, VerifyTable *vt, List *outcomes, const MssqlLsn *m_lsn,
-			 const MssqlLsn *c)
+			 const MssqlLsn *c, List **changed_out)
 {
 	StringInfoData sql;
 	List	   *cands = NIL;
@@ -430,6 +536,14 @@ changed_keys(TdsSession *session, VerifyTable *vt, List *outcomes, const MssqlLs
 	TdsStep		step;
 	int			k;
 
+	*changed_out = NIL;
+
+	/*
+	 * (M, C] empty (an idle source: C = U = M): no commit came after the
+	 * read, so nothing changed; the change function would refuse the range
+	 */
+	if (mssql_lsn_cmp(c, m_lsn) <= 0)
+		return true;
 	foreach(lc, outcomes)
 		cands = lappend(cands, ((Outcome *) lfirst(lc))->cand);
 	initStringInfo(&sql);
@@ -444,7 +558,7 @@ changed_keys(TdsSession *session, VerifyTable *vt, List *outcomes, const MssqlLs
 
 	/* e.g. Msg 313 once cleanup passed M: read the keys again */
 	if (!tds_exec_try(session, sql.data))
-		return NULL;
+		return false;
 	while ((step = tds_next_result_try(session)) == TDS_STEP_MORE)
 	{
 		if (tds_num_cols(session) == 0)
@@ -469,8 +583,9 @@ changed_keys(TdsSession *session, VerifyTable *vt, List *outcomes, const MssqlLs
 			break;
 	}
 	if (step == TDS_STEP_REMOTE_ERROR)
-		return NULL;
-	return changed;
+		return false;
+	*changed_out = changed;
+	return true;
 }
 
 /* One batch: settles what it can, returns the candidates to read again */
@@ -513,8 +628,8 @@ recheck_batch(TdsSession *session, VerifyTable *vt, List *batch, TimestampTz dea
 	vt->rechecked += list_length(batch) - list_length(differing);
 	if (differing == NIL)
 		return NIL;
-	changed = changed_keys(session, vt, differing, &m_lsn, &c);
-	if (changed == NULL && differing != NIL)
+	/* (a NIL list is NULL: "could not say" needs its own answer) */
+	if (!changed_keys(session, vt, differing, &m_lsn, &c, &changed))
 	{
 		List	   *again = NIL;
 

@@ -4,8 +4,8 @@
 # unique-value swap and a primary-key swap apply without a transient key
 # violation; an unchanged LOB column that arrives as NULL in an update
 # (stand-in option lob_op4_unchanged_null) keeps its value, also when the
-# same window set it before; a mirror-only table never commits a staging
-# row; a table without a primary key cannot get a mirror.
+# same window set it before; a mirror-only table never writes a staging
+# row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key cannot get a mirror.
 use strict;
 use warnings;
 
@@ -141,6 +141,21 @@ $si->ctl('set_option', 'name=lob_op4_unchanged_null', 'value=false');
 ok($eq, 'the mirror-only table equals the source') or diag "source:\n$src\nmirror:\n$mir";
 is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_m2}), '0',
 	'its staging table holds no rows');
+
+# and never held one: not even rows inserted and deleted in the same
+# transaction (dead tuples, WAL, and the insert + delete for a subscriber
+# of a publication of the staging table).  The worker's table statistics
+# reach pg_stat_user_tables when it exits: restart the cluster.
+$node->restart;
+is($node->safe_psql('postgres',
+		q{SELECT n_tup_ins || ' ' || n_tup_del || ' ' || n_tup_upd FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2'::regclass}),
+	'0 0 0', 'the mirror-only table wrote nothing to its staging table, in the copy or while streaming');
+cmp_ok($node->safe_psql('postgres',
+		q{SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2_mirror'::regclass}),
+	'>=', 4, 'while its mirror got the rows (the statistics do count the worker)');
+cmp_ok($node->safe_psql('postgres',
+		q{SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m1'::regclass}),
+	'>=', 25, 'and the table with a changelog wrote its staging table');
 
 $node->stop;
 done_testing();

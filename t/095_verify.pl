@@ -5,7 +5,9 @@
 # (a changed value, a deleted row, an extra row, NULL against an empty
 # string, a timestamp one microsecond off) and none of the concurrent
 # changes; progress is visible from another session while it runs; a table
-# without a mirror is refused.
+# without a mirror is refused; on an idle source (no later transaction, no
+# dummy mapping rows) a divergence is still confirmed; a run that fails half
+# way is recorded as failed, with its error.
 use strict;
 use warnings;
 
@@ -149,6 +151,64 @@ SELECT string_agg(kind || ' ' || (key->>'id') || ' ' || coalesce(array_to_string
 	'their keys and differing columns are in verify_mismatches: a changed value, a deleted row, NULL vs empty, 1 microsecond, an extra row');
 diag 'under load: ' . $node->safe_psql('postgres',
 	qq{SELECT format('%s rows, %s candidates, %s settled as concurrent changes, %s', source_rows, candidates, rechecked, elapsed) FROM mssql_cdc.verify_runs WHERE run_id = $f[0]});
+
+# ---------------------------------------------------------------------------
+# An idle source: no transaction commits after the re-check's read, and the
+# capture job writes no dummy mapping rows (stand-in dummy_rows never), so
+# fn_cdc_map_time_to_lsn finds no later transaction.  An empty log scan
+# session that began after the read (sys.dm_cdc_log_scan_sessions) bounds
+# it instead: a divergence is confirmed, and nothing else is reported.
+# Both ways the stand-in can show consecutive empty sessions (a row each,
+# or folded into one).
+# ---------------------------------------------------------------------------
+$si->ctl('capture_options', 'dummy_rows=never');
+# the load is over: let the capture job and the worker drain it
+for (1 .. 2)
+{
+	sleep(1);
+	$node->poll_query_until('postgres',
+		q{SELECT checkpoint_lsn OPERATOR(mssql_cdc.>=) source_max_lsn FROM mssql_cdc.status WHERE source_table = 'dbo.v'})
+	  or diag 'the worker did not catch up';
+}
+my %injected = map { $_ => 1 } (3, 5, 7, 9, 999);
+foreach my $case ([ 'rows', 11 ], [ 'fold', 13 ])
+{
+	my ($mode, $id) = @$case;
+	$si->ctl('capture_options', "empty_scans=$mode");
+	$injected{$id} = 1;
+	$node->safe_psql('postgres', qq{UPDATE public.src_dbo_v_mirror SET name = 'idle' WHERE id = $id});
+	$out = $node->safe_psql('postgres',
+		q{CALL mssql_cdc.verify('src', 'dbo.v', chunk_rows => 50, recheck_timeout => '20 s')});
+	@f = split /\|/, $out;
+	is($f[7], '0', "idle source ($mode): nothing unconfirmed")
+	  or diag $out . "\n" . $node->safe_psql('postgres', "SELECT * FROM mssql_cdc.verify_runs WHERE run_id = $f[0]");
+	is($node->safe_psql('postgres',
+			qq{SELECT kind || ' ' || array_to_string(columns, ',') FROM mssql_cdc.verify_mismatches WHERE run_id = $f[0] AND key->>'id' = '$id'}),
+		'different name', "idle source ($mode): the divergence is confirmed");
+	my @false = grep { !$injected{$_} } split /,/, $node->safe_psql('postgres',
+		qq{SELECT string_agg(key->>'id', ',') FROM mssql_cdc.verify_mismatches WHERE run_id = $f[0]});
+	is("@false", '', "idle source ($mode): no false mismatch");
+}
+$si->ctl('capture_options', 'dummy_rows=every', 'empty_scans=rows');
+
+# ---------------------------------------------------------------------------
+# A run that fails half way (the connection to SQL Server lost in a chunk
+# after the run's row was committed) ends 'failed', with the error
+# ---------------------------------------------------------------------------
+$si->ctl('drop_after_rows', 'rows=2', 'match=ORDER BY [id]');
+($ret, $o, $err) = $node->psql('postgres',
+	q{CALL mssql_cdc.verify('src', 'dbo.v', chunk_rows => 20, recheck_timeout => '5 s')});
+$si->ctl('clear');
+isnt($ret, 0, 'verify() fails when the connection is lost in a chunk');
+is($node->safe_psql('postgres', q{
+SELECT format('%s %s %s', state, finished_at IS NOT NULL, message IS NOT NULL AND message <> '')
+  FROM mssql_cdc.verify_runs WHERE run_id = (SELECT max(run_id) FROM mssql_cdc.verify_runs)}),
+	'failed t t', 'its run is recorded as failed, finished, with the error')
+  or diag $err . "\n" . $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.verify_runs');
+my $message = $node->safe_psql('postgres',
+	q{SELECT message FROM mssql_cdc.verify_runs WHERE run_id = (SELECT max(run_id) FROM mssql_cdc.verify_runs)});
+ok($message ne '' && index($err, (split /\n/, $message)[0]) >= 0,
+	'the recorded message is the error the caller got') or diag "message: $message\nerror: $err";
 
 $node->stop;
 done_testing();

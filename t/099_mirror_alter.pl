@@ -5,7 +5,8 @@
 # reader polls it: the reader never misses a row that exists at the source
 # throughout, and a row that is not at the source is gone afterwards; the
 # mirror keeps its OID; changelog => false stops the changelog,
-# mirror => false stops the mirror and keeps the table.
+# mirror => false stops the mirror and keeps the table; mirror => false and
+# remove_table during a rebuild drop the shadow.
 use strict;
 use warnings;
 
@@ -137,6 +138,29 @@ ok($node->poll_query_until('postgres',
 	'the change reached the changelog');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_a1_mirror WHERE note = 'after drop'}),
 	'0', 'the dropped mirror is kept but no longer changed');
+
+# ---------------------------------------------------------------------------
+# mirror => false or remove_table during a rebuild: the half-built shadow
+# goes, the mirror stays (as the staging table does)
+# ---------------------------------------------------------------------------
+like($node->safe_psql('postgres', q{
+BEGIN;
+SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror_table => 'public.a1_dropped');
+SELECT count(*) FROM pg_class WHERE relname = 'a1_dropped_rebuild';
+SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror => false);
+COMMIT;}), qr/^\s*1\s*$/, 'a new mirror is being rebuilt when it is dropped again');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class WHERE relname LIKE 'a1_dropped%' AND relkind = 'r'}),
+	'a1_dropped', 'mirror => false dropped the rebuild shadow and kept the mirror');
+like($node->safe_psql('postgres', q{
+BEGIN;
+SELECT mssql_cdc.alter_table('src', 'dbo.a1', mirror_table => 'public.a1_again');
+SELECT count(*) FROM pg_class WHERE relname = 'a1_again_rebuild';
+SELECT mssql_cdc.remove_table('src', 'dbo.a1');
+COMMIT;}), qr/^\s*1\s*$/, 'a new mirror is being rebuilt when its table is removed');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class WHERE relname LIKE 'a1_again%' AND relkind = 'r'}),
+	'a1_again', 'remove_table dropped the rebuild shadow and kept the mirror');
 
 $bg->quit;
 $node->stop;
