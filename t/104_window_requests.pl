@@ -52,6 +52,11 @@ sub wait_for
 
 ok(wait_for(qq{SELECT count(*) = $ntables FROM mssql_cdc.status WHERE state = 'streaming'}),
 	"all $ntables tables stream");
+# Tables added one after the other start at different checkpoints and
+# catch up in windows of their own (worker_catch_up.c); measured here is the
+# window all the tables share once they met.
+my $together = q{SELECT count(DISTINCT checkpoint_lsn::text) = 1 FROM mssql_cdc.status};
+ok(wait_for($together), 'the tables read their windows together');
 
 sub counters
 {
@@ -112,6 +117,7 @@ is(q1("SELECT count(*) FROM (SELECT id FROM ($union) u GROUP BY id HAVING count(
 # idle polls (the stand-in's capture job adds a dummy mapping row each cycle):
 # no request per quiet table either
 $si->ctl('capture_resume');
+ok(wait_for($together), 'the tables still read together');
 ($r0, $w0) = counters();
 sleep 3;
 ($r1, $w1) = counters();
