@@ -209,13 +209,14 @@ typedef struct WindowRecheck
  * budget ends the window there (*to, *end_time) for the tables after it.
  * results[i].rows is -1 for a table that sits the window out.  Returns
  * true (transaction rolled back) when a table read before the cut has rows
- * beyond the new end: read it again with that end.
+ * beyond the new end: read it again with that end.  no_changes: the
+ * window holds no source transaction (nothing to read, no request).
  */
 extern bool window_read(List *ready, List *instances, List *switches,
 						const MssqlLsn *checkpoint, const MssqlLsn *from, MssqlLsn *to,
-						TimestampTz *end_time, int transactions, ApplyResult *results,
-						int64 *window_rows, int64 *window_transactions_seen,
-						WindowRecheck *recheck);
+						TimestampTz *end_time, int transactions, bool no_changes,
+						ApplyResult *results, int64 *window_rows,
+						int64 *window_transactions_seen, WindowRecheck *recheck);
 
 /* ---- worker_catch_up.c -------------------------------------------------- */
 

@@ -30,6 +30,8 @@
  *   dropped since the poll), a broken staging table or a lost connection
  *   in the middle of its rows fails the window with that table named and
  *   parked where it was before (worker_staging_park.c); nothing commits.
+ * - A window without source transactions (an idle source whose capture job
+ *   only adds its dummy mapping rows) sends no batch at all.
  *
  * Reference: "Batches of SQL Statements" (MicrosoftDocs/sql-docs,
  * docs/odbc/reference/develop-app/batches-of-sql-statements.md) and
@@ -188,7 +190,7 @@ recheck_marks(int ntables, const ApplyResult *results, const MssqlLsn *from,
 static void
 prepare_tables(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
 			   const MssqlLsn *from, const MssqlLsn *to, const ApplyLimits *limits,
-			   ApplyResult *results, StringInfo sql)
+			   bool no_changes, ApplyResult *results, StringInfo sql)
 {
 	ListCell   *lc;
 	ListCell   *lc2;
@@ -217,9 +219,10 @@ prepare_tables(List *ready, List *instances, List *switches, const MssqlLsn *che
 			ci_switch_commit(table, table->capture_instance, src, switch_diff, from,
 							 worker_args.run_as);
 		worker_check_staging_shape(table, src);
-		appendStringInfo(sql, "%s%s", sql->len > 0 ? "; " : "",
-						 apply_change_query(table, src, worker_server_zone,
-											worker_data_query_mode(), from, to, limits));
+		if (!no_changes)
+			appendStringInfo(sql, "%s%s", sql->len > 0 ? "; " : "",
+							 apply_change_query(table, src, worker_server_zone,
+												worker_data_query_mode(), from, to, limits));
 		worker_ctx_window_table = false;
 		i++;
 	}
@@ -290,8 +293,8 @@ read_tables(List *ready, List *instances, const MssqlLsn *checkpoint, const Mssq
 bool
 window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
 			const MssqlLsn *from, MssqlLsn *to, TimestampTz *end_time, int transactions,
-			ApplyResult *results, int64 *window_rows, int64 *window_transactions_seen,
-			WindowRecheck *recheck)
+			bool no_changes, ApplyResult *results, int64 *window_rows,
+			int64 *window_transactions_seen, WindowRecheck *recheck)
 {
 	ApplyLimits limits;
 	StringInfoData sql;
@@ -310,9 +313,21 @@ window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 	source_fingerprint_lock(worker_server_name);
 
 	initStringInfo(&sql);
-	prepare_tables(ready, instances, switches, checkpoint, from, to, &limits, results, &sql);
+	prepare_tables(ready, instances, switches, checkpoint, from, to, &limits, no_changes,
+				   results, &sql);
+
+	/*
+	 * Every table sits this window out, or the window holds no source
+	 * transaction: no change row can be in it (each has the commit LSN of
+	 * its transaction's cdc.lsn_time_mapping row), so there is nothing to
+	 * read and nothing that cleanup could remove during a read (rows it
+	 * removed before are told by the low watermarks read with the window's
+	 * end, which cleanup raises first).  The checkpoint still moves to the
+	 * window's end (invariant 5), without a request; the fingerprint stored
+	 * with an earlier window names the same last transaction.
+	 */
 	if (sql.len == 0)
-		return false;			/* every table sits this window out */
+		return false;
 	append_recheck(&sql, instances, results, to);
 
 	PG_TRY();

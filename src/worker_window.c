@@ -488,8 +488,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 	/* THE window: every table's rows and checkpoints, one transaction, one request */
 	while (window_read(ready, instances, switches, checkpoint, &from, &to, &end_time,
-					   transactions, results, &window_rows, &window_transactions_seen,
-					   &recheck))
+					   transactions, transactions == 0, results, &window_rows,
+					   &window_transactions_seen, &recheck))
 		memset(results, 0, sizeof(ApplyResult) * list_length(ready));
 
 	/* the mirrors change with the rows, in the window's transaction */
