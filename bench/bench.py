@@ -57,6 +57,8 @@ def parse_args():
     ap.add_argument("--rtt-ms", metavar="LIST", type=RTT.parse_list, default=None,
                     help="simulated network round trips (ms, comma separated) of the rtt phase: snapshot and "
                          "streaming next to freebcp→COPY at each (default 0,1,10; --smoke: 0,10)")
+    ap.add_argument("--rtt-tables", type=int, default=None,
+                    help="tables of the rtt phase's many-tables server, 5 of them busy (default 200; --smoke: 20)")
     ap.add_argument("--no-mirror", dest="mirror", action="store_false",
                     help="leave out the mirror contenders (doc/mirror.md) of the snapshot (narrow table) and "
                          "streaming (small transactions) phases")
@@ -71,6 +73,10 @@ def parse_args():
         a.latency_seconds = min(a.latency_seconds, 3)
     if a.rtt_ms is None:
         a.rtt_ms = [0, 10] if a.smoke else [0, 1, 10]
+    if a.rtt_tables is None:
+        a.rtt_tables = 20 if a.smoke else 200
+    if a.rtt_tables <= RTT.BUSY_TABLES:
+        ap.error("--rtt-tables must be more than %d (the busy tables)" % RTT.BUSY_TABLES)
     # tls and rtt last: they add the workers of more foreign servers (rtt
     # pauses the others first)
     a.phases = a.only or ["snapshot", "streaming", "latency", "tls", "rtt"]
@@ -151,7 +157,8 @@ def main():
             shown.append(arg)
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
                          "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
-                         "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms, "mirror": a.mirror,
+                         "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms,
+                         "rtt_tables": a.rtt_tables, "mirror": a.mirror,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
@@ -186,7 +193,8 @@ def main():
             report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows, a.chunk_rows)
         if "rtt" in a.phases:
             print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
-            report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir)
+            report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
+                                         ntables=a.rtt_tables)
             print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
             report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")

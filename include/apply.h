@@ -58,17 +58,24 @@ typedef struct ApplyLimits
 } ApplyLimits;
 
 /*
- * Read [from, to] of the source's capture instance (src, as
- * source_schema_describe found it) with the change query of mode
- * (change_query.h; the caller has checked the retention bounds) and insert
- * every change into the table's staging table, with the privileges of
- * run_as.  Must run inside the window's transaction.
+ * A window reads its tables' changes in one batch (window_batch.c):
+ * apply_change_query() is the change query (change_query.h) of [from, to]
+ * of the source's capture instance (src, as source_schema_describe found
+ * it) for the columns the table's staging table has; the caller has checked
+ * the retention bounds.  apply_read_changes() reads the next result set of
+ * the batch, that query's, and inserts its changes into the staging table
+ * with the privileges of run_as, except those after keep_to (<= to: the end
+ * of a window cut by an earlier table's row budget), which it reads and
+ * drops.  Both run inside the window's transaction.
  */
-extern ApplyResult apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
-										  const MssqlSourceTable *src, Oid run_as,
-										  const char *server_zone, MssqlDataQueryMode mode,
-										  const MssqlLsn *from, const MssqlLsn *to,
-										  const ApplyLimits *limits);
+extern char *apply_change_query(const MssqlCdcTable *table, const MssqlSourceTable *src,
+								const char *server_zone, MssqlDataQueryMode mode,
+								const MssqlLsn *from, const MssqlLsn *to,
+								const ApplyLimits *limits);
+extern ApplyResult apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
+									  const MssqlSourceTable *src, Oid run_as,
+									  const MssqlLsn *from, const MssqlLsn *to,
+									  const MssqlLsn *keep_to, const ApplyLimits *limits);
 
 /*
  * Lock the table's state row for the window and make sure it still is

@@ -30,6 +30,7 @@
 #include "nodes/pg_list.h"
 
 #include "catalog.h"
+#include "cdc_window.h"
 #include "lsn.h"
 #include "source_schema.h"
 #include "staging.h"
@@ -57,9 +58,11 @@ typedef struct SourceCdcState
 /*
  * One batch: sys.databases' is_cdc_enabled and, when enabled,
  * sys.sp_cdc_help_change_data_capture for all tables (it lists the capture
- * instances the login may read, on SQL Server and the stand-in alike).
+ * instances the login may read, on SQL Server and the stand-in alike), and
+ * with poll (not NULL) the poll of the max LSN after them (cdc_window.h):
+ * the poll is one request.
  */
-extern void ci_read_source_state(TdsSession *session, SourceCdcState *state);
+extern void ci_read_source_state(TdsSession *session, SourceCdcState *state, CdcPoll *poll);
 
 typedef enum CiPlanKind
 {

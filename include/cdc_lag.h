@@ -35,4 +35,11 @@
 extern int64 cdc_count_transactions(TdsSession *session, const MssqlLsn *after,
 									const MssqlLsn *upto);
 
+/*
+ * The same count as a statement for a batch of the caller's (the lead
+ * window's end, cdc_window.c), and reading its result set (the current one)
+ */
+extern char *cdc_count_transactions_sql(const MssqlLsn *after, const MssqlLsn *upto);
+extern int64 cdc_read_transaction_count(TdsSession *session);
+
 #endif							/* MSSQL_CDC_CDC_LAG_H */

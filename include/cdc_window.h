@@ -34,12 +34,40 @@ extern bool cdc_col_local_time(TdsSession *session, int col, int utc_offset_minu
 							   TimestampTz *result);
 
 /*
- * sys.fn_cdc_get_max_lsn() and the commit time of that LSN (converted as
- * cdc_clock.h says, server_zone NULL: by the offset).  False when it is NULL
- * (the capture job has not run yet).
+ * The poll: sys.fn_cdc_get_max_lsn() and the commit time of that LSN
+ * (converted as cdc_clock.h says, server_zone NULL: by the offset).  False
+ * when it is NULL (the capture job has not run yet).
  */
-extern bool cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
-							 MssqlLsn *max_lsn, TimestampTz *max_time);
+extern char *cdc_poll_max_lsn_sql(const char *server_zone);
+
+/*
+ * Read the current result set, that of cdc_poll_max_lsn_sql() (sent in
+ * the poll's batch, capture_instance_switch.c ci_read_source_state).
+ */
+extern bool cdc_read_max_lsn(TdsSession *session, MssqlLsn *max_lsn, TimestampTz *max_time);
+
+/* What a poll read: the max LSN and its commit time, found: not NULL */
+typedef struct CdcPoll
+{
+	const char *server_zone;	/* in: for the commit time */
+	bool		read;			/* its result set was there */
+	bool		found;
+	MssqlLsn	max_lsn;
+	TimestampTz max_time;
+} CdcPoll;
+
+/*
+ * A capture instance's low watermark (sys.fn_cdc_get_min_lsn), read in the
+ * same round trip as a window's end: fetched says it was read, known that
+ * it was not NULL.
+ */
+typedef struct CdcMinLsn
+{
+	const char *capture_instance;
+	bool		fetched;
+	bool		known;
+	MssqlLsn	lsn;
+} CdcMinLsn;
 
 /*
  * The end of the next window after checkpoint: the max_transactions-th
@@ -49,10 +77,14 @@ extern bool cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
  * nothing after the checkpoint.  *end_time is the end's commit time, when
  * known (0 otherwise); *transactions the number of source transactions
  * in the window (0 or 1: every change row of it has one commit LSN).
+ * The same batch reads the low watermarks of the nmins capture instances
+ * of mins (the window's retention checks), and with lag (not NULL) the
+ * source transactions in (checkpoint, lag_upto] (cdc_lag.h).
  */
 extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 								  const MssqlLsn *max_lsn, int max_transactions,
-								  const char *server_zone,
+								  const char *server_zone, CdcMinLsn *mins, int nmins,
+								  const MssqlLsn *lag_upto, int64 *lag,
 								  MssqlLsn *to, TimestampTz *end_time,
 								  int *transactions);
 

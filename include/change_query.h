@@ -40,7 +40,7 @@
 #include "options.h"
 #include "tds_session.h"
 
-/* Result columns of cdc_start_changes(), 1-based */
+/* Result columns of cdc_change_query_sql(), 1-based */
 #define CDC_COL_START_LSN	1
 #define CDC_COL_COMMAND_ID	2			/* int, never NULL; 0 on the function path */
 #define CDC_COL_SEQVAL		3
@@ -58,15 +58,17 @@
  * on any plan.  The staging table's primary key orders those rows
  * (lsn, command id, seqval, operation) and refuses a repeated one.
  *
- * Send the change query of one capture instance for [from, to]; columns are
- * CDC_COL_* and then one per element of columns (const MssqlColumn *, read
- * with the type policy's select expression) in order.  The caller reads it
- * with tds_next_result/tds_next_row and must check the retention bounds
- * first (see above).  update_before false: no __$operation 3 rows.
+ * The change query (one SELECT, one result set) of one capture instance
+ * for [from, to]; columns are CDC_COL_* and then one per element of columns
+ * (const MssqlColumn *, read with the type policy's select expression) in
+ * order.  The window sends the queries of all its tables in one batch
+ * (window_batch.c) and reads their result sets in turn with
+ * tds_next_result/tds_next_row; it checks the retention bounds first (see
+ * above).  update_before false: no __$operation 3 rows.
  */
-extern void cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
-							  const char *server_zone, const char *capture_instance,
-							  List *columns, bool update_before, bool ordered,
-							  const MssqlLsn *from, const MssqlLsn *to);
+extern char *cdc_change_query_sql(MssqlDataQueryMode mode, const char *server_zone,
+								  const char *capture_instance, List *columns,
+								  bool update_before, bool ordered,
+								  const MssqlLsn *from, const MssqlLsn *to);
 
 #endif							/* MSSQL_CDC_CHANGE_QUERY_H */

@@ -70,6 +70,14 @@ extern MssqlSourceTable *source_schema_describe(TdsSession *session,
 extern List *source_schema_fetch_rows(TdsSession *session, const char *sql,
 									  const char *const *names, int ncols);
 
+/*
+ * The same for the current result set only (*usable: it has them all;
+ * otherwise its rows are not read), keeping at most max_rows rows (> 0;
+ * the rest are read and dropped)
+ */
+extern List *source_schema_result_rows(TdsSession *session, const char *const *names,
+									   int ncols, int max_rows, bool *usable);
+
 /* Whether sys.tables lists the source table, and as tracked by CDC */
 typedef enum SourceCdcTracking
 {

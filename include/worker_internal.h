@@ -18,11 +18,13 @@
 #include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
+#include "apply.h"
 #include "capture_instance_switch.h"
 #include "catalog.h"
 #include "lsn.h"
 #include "options.h"
 #include "snapshot.h"
+#include "source_identity.h"
 #include "source_schema.h"
 #include "tds_session.h"
 #include "worker.h"
@@ -145,9 +147,28 @@ extern MssqlSourceTable *worker_describe_source(const MssqlCdcTable *table);
  * Read the source's CDC state for this poll; with CDC disabled on the
  * database park every table and return false.
  */
-extern bool worker_check_cdc_enabled(List *tables);
+extern bool worker_check_cdc_enabled(List *tables, CdcPoll *poll);
 
 /* ---- worker_window.c ---------------------------------------------------- */
+
+/*
+ * The lag of the lead checkpoint (worker.c report_lag), counted by the lead
+ * group's window in the request that reads its end: wanted, with base the
+ * lead's checkpoint, asks for the count; counted says the window took it,
+ * known that count is the lag at base (moved to the window's end when it
+ * committed, by the transactions it applied; a window cut by the row
+ * budget leaves it unknown).
+ */
+typedef struct WindowLag
+{
+	bool		wanted;
+	bool		counted;
+	bool		known;
+	MssqlLsn	base;
+	int64		count;
+} WindowLag;
+
+extern WindowLag worker_window_lag;
 
 /*
  * Apply one window to a group of tables that share `checkpoint`, ending at
@@ -160,6 +181,42 @@ extern bool worker_apply_window(MssqlCdcServer *server, List *group,
 								const MssqlLsn *checkpoint, const MssqlLsn *max_lsn,
 								TimestampTz max_time, const MssqlLsn *cap,
 								MssqlLsn *reached, List **advanced);
+
+/*
+ * A window's read failed: a timeout halves the window from the next one on
+ * (worker_window_after_failure).
+ */
+extern void worker_note_read_failure(int transactions);
+
+/* ---- window_batch.c ----------------------------------------------------- */
+
+/* What the low-watermark recheck at the end of a window's batch found */
+typedef struct WindowRecheck
+{
+	bool	   *overrun;		/* per ready table: its mark moved above from */
+	MssqlLsn   *marks;			/* ... to this */
+	bool		any_overrun;
+	SourceFingerprint fingerprint;	/* at the window's end, when known */
+} WindowRecheck;
+
+/*
+ * Read the window [from, *to] of every ready table (capture instance
+ * description in instances, a switch's StagingDiff or NULL in switches)
+ * into its staging table in ONE request, in the window's transaction
+ * (begun here, left open), and recheck the low watermarks after the read.
+ * The window holds at most mssql_cdc.batch_max_rows rows up to the end of
+ * the transaction that reaches them: the table whose read spends the
+ * budget ends the window there (*to, *end_time) for the tables after it.
+ * results[i].rows is -1 for a table that sits the window out.  Returns
+ * true (transaction rolled back) when a table read before the cut has rows
+ * beyond the new end: read it again with that end.  no_changes: the
+ * window holds no source transaction (nothing to read, no request).
+ */
+extern bool window_read(List *ready, List *instances, List *switches,
+						const MssqlLsn *checkpoint, const MssqlLsn *from, MssqlLsn *to,
+						TimestampTz *end_time, int transactions, bool no_changes,
+						ApplyResult *results, int64 *window_rows,
+						int64 *window_transactions_seen, WindowRecheck *recheck);
 
 /* ---- worker_catch_up.c -------------------------------------------------- */
 

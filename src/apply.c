@@ -472,21 +472,45 @@ change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 	}
 }
 
+char *
+apply_change_query(const MssqlCdcTable *table, const MssqlSourceTable *src,
+				   const char *server_zone, MssqlDataQueryMode mode,
+				   const MssqlLsn *from, const MssqlLsn *to, const ApplyLimits *limits)
+{
+	Relation	rel;
+	StagingColumn *cols;
+	List	   *source_cols;
+
+	/* the columns the staging table has (the same as apply_read_changes finds) */
+	rel = open_staging(table);
+	(void) describe_staging(rel, src, CDC_COL_FIRST_DATA, &cols, &source_cols);
+	table_close(rel, NoLock);
+
+	/*
+	 * A mirror needs the before-images even when the changelog keeps none:
+	 * a primary-key change may arrive as an update pair 3/4, whose 3 holds
+	 * the old key (mirror_apply.c removes them from the changelog again)
+	 */
+	return cdc_change_query_sql(mode, server_zone, src->capture_instance->name, source_cols,
+								table->update_before || mirror_enabled(table),
+								!limits->one_transaction, from, to);
+}
+
 ApplyResult
-apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
-					   const MssqlSourceTable *src, Oid run_as, const char *server_zone,
-					   MssqlDataQueryMode mode, const MssqlLsn *from, const MssqlLsn *to,
-					   const ApplyLimits *limits)
+apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
+				   const MssqlSourceTable *src, Oid run_as,
+				   const MssqlLsn *from, const MssqlLsn *to, const MssqlLsn *keep_to,
+				   const ApplyLimits *limits)
 {
 	ApplyResult result;
 	List	   *source_cols;
-	const char *capture_instance = src->capture_instance->name;
 	Relation	rel;
 	StagingUnit *unit;
 	MemoryContext oldcxt;
 	ChangeKey	last;
 	ChangeKey	first;
 	bool		have_last = false;
+	bool		drain = false;	/* the rest of the result is not this window's */
 	int			expected_cols;
 	bool		ordered = !limits->one_transaction;
 
@@ -505,116 +529,127 @@ apply_capture_instance(TdsSession *session, const MssqlCdcTable *table,
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
 
-	/*
-	 * A mirror needs the before-images even when the changelog keeps none:
-	 * a primary-key change may arrive as an update pair 3/4, whose 3 holds
-	 * the old key (mirror_apply.c removes them from the changelog again)
-	 */
-	cdc_start_changes(session, mode, server_zone, capture_instance, source_cols,
-					  table->update_before || mirror_enabled(table), ordered, from, to);
-	while (!result.cut && tds_next_result(session))
+	/* the next result set of the batch is this table's (statements without one skipped) */
+	do
 	{
-		int			ncols = tds_num_cols(session);
+		if (!tds_next_result(session))
+		{
+			tds_mark_malformed(session);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("SQL Server (server \"%s\") returned fewer result sets than the window's batch has change queries",
+							tds_session_server_name(session))));
+		}
+	} while (tds_num_cols(session) == 0);
 
-		if (ncols == 0)
-			continue;			/* a statement without a result set */
+	/*
+	 * The change query has exactly one result of this shape; another shape
+	 * would be another statement's (or a broken server's) result.
+	 */
+	tds_expect_num_cols(session, expected_cols, "reading changes");
+	tds_expect_col_kind(session, CDC_COL_START_LSN, TDS_COL_BINARY, "__$start_lsn",
+						"reading changes");
+	tds_expect_col_kind(session, CDC_COL_COMMAND_ID, TDS_COL_INTEGER, "__$command_id",
+						"reading changes");
+	tds_expect_col_kind(session, CDC_COL_SEQVAL, TDS_COL_BINARY, "__$seqval",
+						"reading changes");
+	tds_expect_col_kind(session, CDC_COL_OPERATION, TDS_COL_INTEGER, "__$operation",
+						"reading changes");
+	tds_expect_col_kind(session, CDC_COL_UPDATE_MASK, TDS_COL_BINARY, "__$update_mask",
+						"reading changes");
+	check_data_types(session, unit, "reading changes");
+	while (tds_next_row(session))
+	{
+		ChangeKey	key;
+
+		CHECK_FOR_INTERRUPTS();
+		if (drain)
+			continue;
+		oldcxt = MemoryContextSwitchTo(staging_writer_row_context(unit->writer));
+
+		row_lsn(session, CDC_COL_START_LSN, &key.start_lsn);
+		if (mssql_lsn_cmp(&key.start_lsn, from) < 0 || mssql_lsn_cmp(&key.start_lsn, to) > 0)
+		{
+			tds_mark_malformed(session);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("SQL Server (server \"%s\") returned a change outside the requested LSN range",
+							tds_session_server_name(session))));
+		}
 
 		/*
-		 * The change query has exactly one result of this shape; skipping
-		 * another shape would commit the window without its rows.
+		 * Beyond the window's end as cut by an earlier table of the batch:
+		 * not this window's, and in the ordered read neither is anything
+		 * after it (the next window reads it)
 		 */
-		tds_expect_num_cols(session, expected_cols, "reading changes");
-		tds_expect_col_kind(session, CDC_COL_START_LSN, TDS_COL_BINARY, "__$start_lsn",
-							"reading changes");
-		tds_expect_col_kind(session, CDC_COL_COMMAND_ID, TDS_COL_INTEGER, "__$command_id",
-							"reading changes");
-		tds_expect_col_kind(session, CDC_COL_SEQVAL, TDS_COL_BINARY, "__$seqval",
-							"reading changes");
-		tds_expect_col_kind(session, CDC_COL_OPERATION, TDS_COL_INTEGER, "__$operation",
-							"reading changes");
-		tds_expect_col_kind(session, CDC_COL_UPDATE_MASK, TDS_COL_BINARY, "__$update_mask",
-							"reading changes");
-		check_data_types(session, unit, "reading changes");
-		while (tds_next_row(session))
+		if (mssql_lsn_cmp(&key.start_lsn, keep_to) > 0)
 		{
-			ChangeKey	key;
-
-			CHECK_FOR_INTERRUPTS();
-			oldcxt = MemoryContextSwitchTo(staging_writer_row_context(unit->writer));
-
-			row_lsn(session, CDC_COL_START_LSN, &key.start_lsn);
-			if (mssql_lsn_cmp(&key.start_lsn, from) < 0 || mssql_lsn_cmp(&key.start_lsn, to) > 0)
-			{
-				tds_mark_malformed(session);
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_ERROR),
-						 errmsg("SQL Server (server \"%s\") returned a change outside the requested LSN range",
-								tds_session_server_name(session))));
-			}
-			if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
-			{
-				/*
-				 * A transaction ended: when the window's row budget is
-				 * spent, the window ends with it (the rest of the result is
-				 * cancelled; the next window starts here).
-				 */
-				if (have_last && limits->row_budget > 0 && result.rows >= limits->row_budget)
-				{
-					result.cut = true;
-					MemoryContextSwitchTo(oldcxt);
-					break;
-				}
-				result.transactions++;
-				if (!cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &result.last_commit_time))
-					result.last_commit_time = 0;
-			}
-			change_row_values(session, unit, &key);
-			/* asked for by the mirror only: not a change the table keeps */
-			if (key.op == 3 && !table->update_before)
-				result.mirror_only_rows++;
-
-			/*
-			 * The ordered query sorts by these: a repeat or a step back is a
-			 * broken server.  The unordered read of one transaction has them
-			 * in any order; its rows must share one LSN, and the staging
-			 * key refuses a repeat.
-			 */
-			/*
-			 * unordered: the first or the previous row again is a result
-			 * sent twice (a repeat elsewhere meets the staging key)
-			 */
-			if (have_last && !ordered &&
-				(change_key_cmp(&key, &first) == 0 || change_key_cmp(&key, &last) == 0))
-			{
-				tds_mark_malformed(session);
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_ERROR),
-						 errmsg("SQL Server (server \"%s\") returned a malformed change result: the same change row twice in one transaction",
-								tds_session_server_name(session))));
-			}
-			if (!have_last)
-				first = key;
-			if (have_last && (ordered ? change_key_cmp(&key, &last) <= 0
-							  : mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0))
-			{
-				tds_mark_malformed(session);
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_ERROR),
-						 errmsg(ordered ? "SQL Server (server \"%s\") returned change rows out of order"
-								: "SQL Server (server \"%s\") returned change rows of several transactions for a window of one",
-								tds_session_server_name(session))));
-			}
-			last = key;
-			have_last = true;
-			result.last_lsn = key.start_lsn;
+			drain = ordered;
 			MemoryContextSwitchTo(oldcxt);
-
-			staging_writer_add(unit->writer, unit->values, unit->nulls);
-			result.rows++;
+			continue;
 		}
+		if (!have_last || mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0)
+		{
+			/*
+			 * A transaction ended: when the window's row budget is spent,
+			 * the window ends with it (the rest of this result is read and
+			 * dropped, the batch goes on; the next window starts here).
+			 */
+			if (have_last && limits->row_budget > 0 && result.rows >= limits->row_budget)
+			{
+				result.cut = true;
+				drain = true;
+				MemoryContextSwitchTo(oldcxt);
+				continue;
+			}
+			result.transactions++;
+			if (!cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &result.last_commit_time))
+				result.last_commit_time = 0;
+		}
+		change_row_values(session, unit, &key);
+		/* asked for by the mirror only: not a change the table keeps */
+		if (key.op == 3 && !table->update_before)
+			result.mirror_only_rows++;
+
+		/*
+		 * The ordered query sorts by these: a repeat or a step back is a
+		 * broken server.  The unordered read of one transaction has them
+		 * in any order; its rows must share one LSN, and the staging key
+		 * refuses a repeat.
+		 */
+		/*
+		 * unordered: the first or the previous row again is a result sent
+		 * twice (a repeat elsewhere meets the staging key)
+		 */
+		if (have_last && !ordered &&
+			(change_key_cmp(&key, &first) == 0 || change_key_cmp(&key, &last) == 0))
+		{
+			tds_mark_malformed(session);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg("SQL Server (server \"%s\") returned a malformed change result: the same change row twice in one transaction",
+							tds_session_server_name(session))));
+		}
+		if (!have_last)
+			first = key;
+		if (have_last && (ordered ? change_key_cmp(&key, &last) <= 0
+						  : mssql_lsn_cmp(&key.start_lsn, &last.start_lsn) != 0))
+		{
+			tds_mark_malformed(session);
+			ereport(ERROR,
+					(errcode(ERRCODE_FDW_ERROR),
+					 errmsg(ordered ? "SQL Server (server \"%s\") returned change rows out of order"
+							: "SQL Server (server \"%s\") returned change rows of several transactions for a window of one",
+							tds_session_server_name(session))));
+		}
+		last = key;
+		have_last = true;
+		result.last_lsn = key.start_lsn;
+		MemoryContextSwitchTo(oldcxt);
+
+		staging_writer_add(unit->writer, unit->values, unit->nulls);
+		result.rows++;
 	}
-	if (result.cut)
-		tds_cancel(session);
 
 	staging_unit_close(unit);
 	return result;

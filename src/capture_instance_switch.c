@@ -44,46 +44,102 @@
 #include "staging.h"
 
 void
-ci_read_source_state(TdsSession *session, SourceCdcState *state)
+ci_read_source_state(TdsSession *session, SourceCdcState *state, CdcPoll *poll)
 {
 	static const char *const db_names[] = {"name", "is_cdc_enabled"};
 	static const char *const ci_names[] = {"source_schema", "source_table", "capture_instance",
 	"start_lsn"};
+	StringInfoData sql;
 	List	   *rows;
 	ListCell   *lc;
+	int			nresult = 0;
+	bool		listed = false;
+	bool		usable;
 
 	memset(state, 0, sizeof(*state));
 	state->cdc_enabled = true;	/* unless sys.databases says otherwise */
-	rows = source_schema_fetch_rows(session,
-									"SELECT name, is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()",
-									db_names, lengthof(db_names));
-	if (rows != NIL)
-	{
-		char	  **v = linitial(rows);
+	if (poll != NULL)
+		poll->read = poll->found = false;
 
-		state->database = v[0] ? v[0] : "?";
-		state->cdc_enabled = v[1] != NULL &&
-			(strcmp(v[1], "true") == 0 || strcmp(v[1], "1") == 0);
+	/*
+	 * The procedure raises an error on a database without CDC, so it runs
+	 * only where sys.databases says CDC is on (the IF reads it again)
+	 */
+	initStringInfo(&sql);
+	appendStringInfoString(&sql,
+						   "SELECT name, is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID();"
+						   " IF EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND is_cdc_enabled = 1)"
+						   " EXEC sys.sp_cdc_help_change_data_capture");
+	if (poll != NULL)
+		appendStringInfo(&sql, "; %s", cdc_poll_max_lsn_sql(poll->server_zone));
+	tds_exec(session, sql.data);
+	while (tds_next_result(session))
+	{
+		if (tds_num_cols(session) == 0)
+			continue;
+		if (++nresult == 1)
+		{
+			rows = source_schema_result_rows(session, db_names, lengthof(db_names), 1, &usable);
+			if (rows != NIL)
+			{
+				char	  **v = linitial(rows);
+
+				state->database = v[0] ? v[0] : "?";
+				state->cdc_enabled = v[1] != NULL &&
+					(strcmp(v[1], "true") == 0 || strcmp(v[1], "1") == 0);
+			}
+			while (!usable && tds_next_row(session))
+				;				/* drain */
+			continue;
+		}
+		rows = source_schema_result_rows(session, ci_names, lengthof(ci_names), 0, &usable);
+		if (usable)
+		{
+			listed = true;
+			foreach(lc, rows)
+			{
+				char	  **v = lfirst(lc);
+				SourceInstance *inst;
+
+				if (v[0] == NULL || v[1] == NULL || v[2] == NULL)
+					continue;
+				inst = palloc0(sizeof(SourceInstance));
+				inst->source_schema = v[0];
+				inst->source_table = v[1];
+				inst->name = v[2];
+				inst->has_start_lsn = source_schema_parse_binary_lsn(v[3], &inst->start_lsn);
+				state->instances = lappend(state->instances, inst);
+			}
+			continue;
+		}
+		/* the poll's result set (its columns are not the procedure's) */
+		if (poll != NULL && !poll->read)
+		{
+			poll->read = true;
+			poll->found = cdc_read_max_lsn(session, &poll->max_lsn, &poll->max_time);
+		}
+		while (tds_next_row(session))
+			;					/* drain */
 	}
 	state->known = true;
-	if (!state->cdc_enabled)
-		return;
 
-	rows = source_schema_fetch_rows(session, "EXEC sys.sp_cdc_help_change_data_capture",
-									ci_names, lengthof(ci_names));
-	foreach(lc, rows)
+	/*
+	 * CDC enabled between the two reads of sys.databases leaves the list
+	 * out: never take that for "no capture instance" (which parks tables)
+	 */
+	if (state->cdc_enabled && !listed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("SQL Server (server \"%s\") did not list the capture instances of a database with CDC enabled",
+						tds_session_server_name(session)),
+				 errhint("CDC was probably enabled on the database while the worker polled; it polls again.")));
+	if (poll != NULL && !poll->read)
 	{
-		char	  **v = lfirst(lc);
-		SourceInstance *inst;
-
-		if (v[0] == NULL || v[1] == NULL || v[2] == NULL)
-			continue;
-		inst = palloc0(sizeof(SourceInstance));
-		inst->source_schema = v[0];
-		inst->source_table = v[1];
-		inst->name = v[2];
-		inst->has_start_lsn = source_schema_parse_binary_lsn(v[3], &inst->start_lsn);
-		state->instances = lappend(state->instances, inst);
+		tds_mark_malformed(session);
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_ERROR),
+				 errmsg("SQL Server (server \"%s\") did not return the max LSN of the poll",
+						tds_session_server_name(session))));
 	}
 }
 

@@ -27,33 +27,43 @@
 #include "cdc_lag.h"
 #include "tds_session.h"
 
+char *
+cdc_count_transactions_sql(const MssqlLsn *after, const MssqlLsn *upto)
+{
+	return psprintf("SELECT CAST(COUNT_BIG(*) AS varchar(20)) FROM"
+					" (SELECT TOP (%d) start_lsn FROM cdc.lsn_time_mapping"
+					" WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00) AS backlog",
+					CDC_LAG_COUNT_CAP,
+					tds_format_lsn_literal(after->bytes),
+					tds_format_lsn_literal(upto->bytes));
+}
+
+int64
+cdc_read_transaction_count(TdsSession *session)
+{
+	int64		count = 0;
+
+	while (tds_next_row(session))
+	{
+		char	   *text = tds_col_text(session, 1);
+
+		if (text != NULL)
+			count = strtoi64(text, NULL, 10);
+	}
+	return count;
+}
+
 int64
 cdc_count_transactions(TdsSession *session, const MssqlLsn *after,
 					   const MssqlLsn *upto)
 {
-	char	   *sql;
 	int64		count = 0;
 
 	if (mssql_lsn_cmp(after, upto) >= 0)
 		return 0;
 
-	sql = psprintf("SELECT CAST(COUNT_BIG(*) AS varchar(20)) FROM"
-				   " (SELECT TOP (%d) start_lsn FROM cdc.lsn_time_mapping"
-				   " WHERE start_lsn > %s AND start_lsn <= %s AND tran_id <> 0x00) AS backlog",
-				   CDC_LAG_COUNT_CAP,
-				   tds_format_lsn_literal(after->bytes),
-				   tds_format_lsn_literal(upto->bytes));
-	tds_exec(session, sql);
+	tds_exec(session, cdc_count_transactions_sql(after, upto));
 	while (tds_next_result(session))
-	{
-		while (tds_next_row(session))
-		{
-			char	   *text = tds_col_text(session, 1);
-
-			if (text != NULL)
-				count = strtoi64(text, NULL, 10);
-		}
-	}
-	pfree(sql);
+		count = cdc_read_transaction_count(session);
 	return count;
 }

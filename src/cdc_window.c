@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "cdc_clock.h"
+#include "cdc_lag.h"
 #include "cdc_window.h"
 
 static char *
@@ -92,39 +93,44 @@ cdc_col_local_time(TdsSession *session, int col, int utc_offset_minutes,
 	return true;
 }
 
+char *
+cdc_poll_max_lsn_sql(const char *server_zone)
+{
+	return psprintf("SELECT sys.fn_cdc_get_max_lsn(), %s",
+					cdc_commit_time_sql(server_zone,
+										"sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())"));
+}
+
 bool
-cdc_poll_max_lsn(TdsSession *session, const char *server_zone,
-				 MssqlLsn *max_lsn, TimestampTz *max_time)
+cdc_read_max_lsn(TdsSession *session, MssqlLsn *max_lsn, TimestampTz *max_time)
 {
 	bool		found = false;
 	bool		seen = false;
 
 	*max_time = 0;
-	tds_exec(session,
-			 psprintf("SELECT sys.fn_cdc_get_max_lsn(), %s",
-					  cdc_commit_time_sql(server_zone,
-										  "sys.fn_cdc_map_lsn_to_time(sys.fn_cdc_get_max_lsn())")));
-	while (tds_next_result(session))
-		while (tds_next_row(session))
-		{
-			if (seen)
-				continue;		/* drain */
-			seen = true;
-			found = col_lsn(session, 1, max_lsn);
-			if (found && !cdc_col_commit_time(session, 2, max_time))
-				*max_time = 0;
-		}
+	while (tds_next_row(session))
+	{
+		if (seen)
+			continue;			/* drain */
+		seen = true;
+		found = col_lsn(session, 1, max_lsn);
+		if (found && !cdc_col_commit_time(session, 2, max_time))
+			*max_time = 0;
+	}
 	return found;
 }
 
 bool
 cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					  const MssqlLsn *max_lsn, int max_transactions,
-					  const char *server_zone, MssqlLsn *to, TimestampTz *end_time,
-					  int *transactions)
+					  const char *server_zone, CdcMinLsn *mins, int nmins,
+					  const MssqlLsn *lag_upto, int64 *lag,
+					  MssqlLsn *to, TimestampTz *end_time, int *transactions)
 {
 	StringInfoData sql;
 	int			nrows = 0;
+	int			nresult = 0;
+	int			i;
 	MssqlLsn	last;
 	TimestampTz last_time = 0;
 
@@ -138,16 +144,51 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					 " ORDER BY start_lsn",
 					 max_transactions, cdc_commit_time_sql(server_zone, "tran_end_time"),
 					 lsn_literal(checkpoint), lsn_literal(max_lsn));
+	/* the same round trip reads the low watermarks the window checks */
+	for (i = 0; i < nmins; i++)
+	{
+		mins[i].fetched = mins[i].known = false;
+		appendStringInfo(&sql, "%ssys.fn_cdc_get_min_lsn(%s)", i == 0 ? "; SELECT " : ", ",
+						 tds_quote_nstring(mins[i].capture_instance));
+	}
+	/* and the lag of the lead checkpoint (worker.c), when asked */
+	if (lag != NULL)
+		appendStringInfo(&sql, "; %s", cdc_count_transactions_sql(checkpoint, lag_upto));
 	tds_exec(session, sql.data);
 	while (tds_next_result(session))
+	{
+		bool		seen = false;
+
+		if (tds_num_cols(session) == 0)
+			continue;
+		nresult++;
+		if (lag != NULL && nresult == (nmins > 0 ? 3 : 2))
+		{
+			*lag = cdc_read_transaction_count(session);
+			continue;
+		}
 		while (tds_next_row(session))
 		{
-			if (!col_lsn(session, 1, &last))
+			if (nresult == 1)
+			{
+				if (!col_lsn(session, 1, &last))
+					continue;
+				nrows++;
+				if (!cdc_col_commit_time(session, 2, &last_time))
+					last_time = 0;
 				continue;
-			nrows++;
-			if (!cdc_col_commit_time(session, 2, &last_time))
-				last_time = 0;
+			}
+			if (nmins == 0 || nresult != 2 || seen)
+				continue;		/* drain */
+			seen = true;
+			tds_expect_num_cols(session, nmins, "reading the low watermarks of a window");
+			for (i = 0; i < nmins; i++)
+			{
+				mins[i].fetched = true;
+				mins[i].known = col_lsn(session, i + 1, &mins[i].lsn);
+			}
 		}
+	}
 
 	*transactions = nrows;
 	if (nrows >= max_transactions)

@@ -37,11 +37,11 @@
 /* the change rows' alias; the mapping table's is "m" */
 #define CHANGES_ALIAS	"c"
 
-void
-cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
-				  const char *server_zone, const char *capture_instance,
-				  List *columns, bool update_before, bool ordered,
-				  const MssqlLsn *from, const MssqlLsn *to)
+char *
+cdc_change_query_sql(MssqlDataQueryMode mode, const char *server_zone,
+					 const char *capture_instance, List *columns,
+					 bool update_before, bool ordered,
+					 const MssqlLsn *from, const MssqlLsn *to)
 {
 	StringInfoData sql;
 	ListCell   *lc;
@@ -83,5 +83,5 @@ cdc_start_changes(TdsSession *session, MssqlDataQueryMode mode,
 	else if (ordered)
 		appendStringInfoString(&sql,
 							   " ORDER BY c.[__$start_lsn], c.[__$seqval], c.[__$operation]");
-	tds_exec(session, sql.data);
+	return sql.data;
 }

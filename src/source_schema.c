@@ -113,22 +113,35 @@ fetch_rows_try(TdsSession *session, const char *sql, const char *const *names, i
  * not, which are skipped).  Returns a List of char *[ncols].
  */
 List *
-source_schema_fetch_rows(TdsSession *session, const char *sql, const char *const *names,
-						 int ncols)
+source_schema_result_rows(TdsSession *session, const char *const *names, int ncols,
+						  int max_rows, bool *usable)
 {
 	List	   *rows = NIL;
 	int		   *map = palloc(sizeof(int) * ncols);
 
+	*usable = map_columns(session, names, ncols, map);
+	/* another shape: its rows are left for the caller */
+	while (*usable && tds_next_row(session))
+		if (max_rows <= 0 || list_length(rows) < max_rows)
+			rows = lappend(rows, row_values(session, map, ncols));
+	pfree(map);
+	return rows;
+}
+
+List *
+source_schema_fetch_rows(TdsSession *session, const char *sql, const char *const *names,
+						 int ncols)
+{
+	List	   *rows = NIL;
+	bool		usable;
+
 	tds_exec(session, sql);
 	while (tds_next_result(session))
 	{
-		bool		usable = map_columns(session, names, ncols, map);
-
-		while (tds_next_row(session))
-			if (usable)
-				rows = lappend(rows, row_values(session, map, ncols));
+		rows = list_concat(rows, source_schema_result_rows(session, names, ncols, 0, &usable));
+		while (!usable && tds_next_row(session))
+			;					/* skipped */
 	}
-	pfree(map);
 	return rows;
 }
 

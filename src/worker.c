@@ -392,25 +392,48 @@ worker_end_failure_streak(MssqlCdcServer *server)
  * Caught up costs nothing.  Behind, SQL Server counts; while the last count
  * found a big backlog (a count costs about what it finds), at most once per
  * CDC_LAG_COUNT_INTERVAL_MS (cdc_lag.c says why), and in between the last
- * count stays reported with its own base LSN.
+ * count stays reported with its own base LSN.  The count goes with the
+ * lead group's window end (worker_window_lag): before the windows this only
+ * asks for it; after them the window's own figure is reported, and only a
+ * lead that ran no window end is counted in a request of its own.
  */
 static void
-report_lag(const MssqlLsn *lead, const MssqlLsn *max_lsn)
+report_lag(const MssqlLsn *lead, const MssqlLsn *max_lsn, bool before_windows)
 {
-	static TimestampTz last_count_at = 0;
+	static TimestampTz lag_counted_at = 0;
 	static int64 last_count = 0;
 	TimestampTz now;
 
+	if (before_windows)
+		memset(&worker_window_lag, 0, sizeof(worker_window_lag));
 	if (mssql_lsn_cmp(lead, max_lsn) >= 0)
 	{
 		cdc_slot_report_lag(lead, 0);
 		return;
 	}
+	if (!before_windows)
+	{
+		if (worker_window_lag.counted)
+		{
+			last_count = worker_window_lag.count;
+			if (worker_window_lag.known && mssql_lsn_cmp(&worker_window_lag.base, lead) == 0)
+				cdc_slot_report_lag(lead, worker_window_lag.count);
+			return;
+		}
+		if (!worker_window_lag.wanted)
+			return;
+	}
 	now = GetCurrentTimestamp();
-	if (last_count >= CDC_LAG_CHEAP_COUNT &&
-		!TimestampDifferenceExceeds(last_count_at, now, CDC_LAG_COUNT_INTERVAL_MS))
+	if (before_windows)
+	{
+		if (last_count >= CDC_LAG_CHEAP_COUNT &&
+			!TimestampDifferenceExceeds(lag_counted_at, now, CDC_LAG_COUNT_INTERVAL_MS))
+			return;
+		lag_counted_at = now;
+		worker_window_lag.wanted = true;
+		worker_window_lag.base = *lead;
 		return;
-	last_count_at = now;
+	}
 	last_count = cdc_count_transactions(worker_session, lead, max_lsn);
 	cdc_slot_report_lag(lead, last_count);
 }
@@ -464,6 +487,7 @@ run_iteration(void)
 	List	   *tables;
 	List	   *streaming = NIL;
 	List	   *copying = NIL;
+	CdcPoll		poll;
 	MssqlLsn	max_lsn;
 	TimestampTz max_time;
 	ListCell   *lc;
@@ -479,11 +503,17 @@ run_iteration(void)
 
 	tables = read_catalog(&server);
 	ensure_connected();
-	/* capture instances of the source, for switches (capture_instance_switch.c) */
-	if (!worker_check_cdc_enabled(tables))
+	/*
+	 * capture instances of the source, for switches
+	 * (capture_instance_switch.c), and the max LSN: one request
+	 */
+	memset(&poll, 0, sizeof(poll));
+	poll.server_zone = worker_server_zone;
+	if (!worker_check_cdc_enabled(tables, &poll))
 		return false;
-
-	if (!cdc_poll_max_lsn(worker_session, worker_server_zone, &max_lsn, &max_time))
+	max_lsn = poll.max_lsn;
+	max_time = poll.max_time;
+	if (!poll.found)
 	{
 		cdc_slot_report_poll(NULL, 0);
 		/* the last capture instance dropped: say so, it is not the job */
@@ -569,12 +599,12 @@ run_iteration(void)
 	{
 		lead = ((MssqlCdcTable *) llast(streaming))->checkpoint_lsn;
 		has_lead = true;
-		report_lag(&lead, &max_lsn);
+		report_lag(&lead, &max_lsn, true);
 		if (worker_apply_windows(server, streaming, &max_lsn, max_time, &lead))
 			busy = true;
 	}
 	if (has_lead)
-		report_lag(&lead, &max_lsn);
+		report_lag(&lead, &max_lsn, false);
 
 	/* partitioned staging tables: at this window boundary */
 	worker_maintain_staging(tables);

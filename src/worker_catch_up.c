@@ -117,7 +117,7 @@ worker_apply_windows(MssqlCdcServer *server, List *streaming, const MssqlLsn *ma
 		 */
 		if (refresh)
 		{
-			if (!worker_check_cdc_enabled(streaming))
+			if (!worker_check_cdc_enabled(streaming, NULL))
 				return busy;
 			refresh = false;
 		}

@@ -337,16 +337,17 @@ worker_describe_source(const MssqlCdcTable *table)
  * capture instance with it: park every table of the source with a message
  * that says so (the max LSN is NULL then, which would otherwise read as
  * "waiting for the capture job").  Reads the source's capture instances
- * for this poll.  Returns false when CDC is disabled.
+ * for this poll, and with poll (not NULL) the max LSN in the same request.
+ * Returns false when CDC is disabled.
  */
 bool
-worker_check_cdc_enabled(List *tables)
+worker_check_cdc_enabled(List *tables, CdcPoll *poll)
 {
 	ListCell   *lc;
 	char	   *message;
 	char	   *hint;
 
-	ci_read_source_state(worker_session, &worker_source_cdc);
+	ci_read_source_state(worker_session, &worker_source_cdc, poll);
 	if (worker_source_cdc.cdc_enabled)
 		return true;
 	ci_explain_cdc_disabled(&worker_source_cdc, worker_server_name, &message, &hint);

@@ -56,9 +56,49 @@ probe_read_access(const MssqlCdcTable *table, const char *ci)
 	tds_exec_simple(worker_session, sql);
 }
 
+/*
+ * The capture instance a plan reads, when it reads one (what
+ * check_table_source describes), for reading its low watermark with the
+ * window's end.
+ */
+static const char *
+plan_instance(const MssqlCdcTable *table, const CiPlan *plan)
+{
+	switch (plan->kind)
+	{
+		case CI_SWITCH:
+			return plan->successor->name;
+		case CI_READ_CURRENT:
+		case CI_READ_UNTIL_SUCCESSOR:
+			return plan->current != NULL ? plan->current->name : table->capture_instance;
+		case CI_READ_PREDECESSOR:
+			return plan->predecessor->name;
+		default:
+			return NULL;
+	}
+}
+
+/*
+ * sys.fn_cdc_get_min_lsn(ci) as the window end's batch read it, or (an
+ * instance it did not read) in a request of its own.  False for NULL.
+ */
+static bool
+window_min_lsn(const CdcMinLsn *mins, int nmins, const char *ci, MssqlLsn *min_lsn)
+{
+	int			i;
+
+	for (i = 0; i < nmins; i++)
+		if (mins[i].fetched && strcmp(mins[i].capture_instance, ci) == 0)
+		{
+			*min_lsn = mins[i].lsn;
+			return mins[i].known;
+		}
+	return cdc_get_min_lsn(worker_session, ci, min_lsn);
+}
+
 static MssqlSourceTable *
 check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
-				   StagingDiff **switch_diff)
+				   const CdcMinLsn *mins, int nmins, StagingDiff **switch_diff)
 {
 	MssqlSourceTable *src = NULL;
 	const char *ci;
@@ -110,7 +150,7 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 	ci = src->capture_instance->name;
 	worker_ctx_capture_instance = ci;
 
-	if (!cdc_get_min_lsn(worker_session, ci, &min_lsn))
+	if (!window_min_lsn(mins, nmins, ci, &min_lsn))
 	{
 		/* not processed by the capture job yet: nothing to read, wait */
 		ereport(DEBUG1,
@@ -148,89 +188,6 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 		return NULL;
 	}
 	return src;
-}
-
-/*
- * After the window's rows were read, before they commit: did CDC cleanup
- * remove any of them during the read?  SQL Server's cleanup raises a
- * capture instance's low watermark (sys.fn_cdc_get_min_lsn) first, in a
- * transaction of its own, and only then deletes change rows, in batches,
- * while readers run; the change function reads its change table
- * WITH (NOLOCK), and a direct read under READ COMMITTED also sees committed
- * deletes as it reaches them.  Rows can therefore vanish from the middle of
- * a change query without error 313, although the check before the window
- * (check_table_source) passed.  Because the mark moves before any row
- * goes, a mark still at or below `from` after the read proves that nothing
- * of [from, to] was removed; a mark above it means rows may be missing: a
- * retention overrun, never a committed window.
- *
- * One round trip for all the window's capture instances.  Sets overrun[i]
- * for the tables (in `ready` order) whose mark moved above from, with the
- * mark in marks[i]; returns true when any did.
- */
-static bool
-recheck_min_lsns_after_read(List *ready, List *instances, const ApplyResult *results,
-							const MssqlLsn *from, const MssqlLsn *to, bool *overrun,
-							MssqlLsn *marks, SourceFingerprint *fingerprint)
-{
-	StringInfoData sql;
-	ListCell   *lc;
-	ListCell   *lc2;
-	int			n = 0;
-	int			i;
-	bool		any = false;
-	bool		seen = false;
-
-	memset(fingerprint, 0, sizeof(*fingerprint));
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	i = 0;
-	forboth(lc, ready, lc2, instances)
-	{
-		MssqlSourceTable *src = lfirst(lc2);
-
-		overrun[i] = false;
-		if (results[i++].rows >= 0)
-			appendStringInfo(&sql, "%ssys.fn_cdc_get_min_lsn(%s)", n++ > 0 ? ", " : "",
-							 tds_quote_nstring(src->capture_instance->name));
-	}
-	if (n == 0)
-		return false;
-	/* the same round trip takes the window's fingerprint (worker_timeline.c) */
-	appendStringInfo(&sql, "; %s", source_fingerprint_sql(to));
-
-	tds_exec(worker_session, sql.data);
-	while (tds_next_result(worker_session))
-	{
-		if (seen)
-		{
-			if (!fingerprint->known)
-				source_fingerprint_read(worker_session, to, fingerprint);
-			else
-				while (tds_next_row(worker_session))
-					;			/* drain */
-			continue;
-		}
-		while (tds_next_row(worker_session))
-		{
-			int			col = 0;
-
-			if (seen)
-				continue;		/* drain */
-			seen = true;
-			tds_expect_num_cols(worker_session, n, "the low watermark check after a window");
-			for (i = 0; i < list_length(ready); i++)
-			{
-				if (results[i].rows < 0)
-					continue;
-				/* NULL or 0x00: the instance is gone; the next window explains it */
-				if (tds_col_lsn(worker_session, ++col, &marks[i]) &&
-					!mssql_lsn_is_zero(&marks[i]) && mssql_lsn_cmp(&marks[i], from) > 0)
-					overrun[i] = any = true;
-			}
-		}
-	}
-	return any;
 }
 
 /*
@@ -311,6 +268,8 @@ note_capture_instance_switches(List *ready, List *instances, List *switches,
 	}
 }
 
+WindowLag	worker_window_lag;
+
 /*
  * Window size learned from query timeouts (doc/streaming.md "Large
  * transactions").  A sorted change query waits for the sort of everything it
@@ -330,8 +289,8 @@ static int	window_timed_out = 0;
 /* windows in a row that ran at the persisted limit */
 static int	windows_at_limit = 0;
 
-static void
-note_read_failure(int transactions)
+void
+worker_note_read_failure(int transactions)
 {
 	const TdsRemoteError *err = tds_session_last_error(worker_session);
 
@@ -379,142 +338,9 @@ relax_window_limit(MssqlCdcServer *server, int transactions)
 	server->window_transactions = limit;
 }
 
-/* The highest transaction read by tables 0..last (with rows), and its time */
-static void
-last_read_end(const ApplyResult *results, int last, MssqlLsn *to, TimestampTz *end_time)
-{
-	bool		found = false;
-	int			j;
-
-	for (j = 0; j <= last; j++)
-	{
-		if (results[j].rows <= 0)
-			continue;
-		if (!found || mssql_lsn_cmp(&results[j].last_lsn, to) > 0)
-		{
-			*to = results[j].last_lsn;
-			*end_time = results[j].last_commit_time;
-		}
-		found = true;
-	}
-}
-
-/* Did a table read before `cut` read rows after end? */
-static bool
-read_beyond(const ApplyResult *results, int cut, const MssqlLsn *end)
-{
-	int			j;
-
-	for (j = 0; j < cut; j++)
-		if (results[j].rows > 0 && mssql_lsn_cmp(&results[j].last_lsn, end) > 0)
-			return true;
-	return false;
-}
-
-/*
- * Read the window's rows into every ready table's staging table, in the
- * window's transaction (begun here, left open).  The window holds at most
- * mssql_cdc.batch_max_rows rows, up to the end of the transaction that
- * reaches them: the table whose read spends the budget ends the window
- * there (*to, *end_time) for the tables after it.  When a table read before
- * it has rows beyond that end, the transaction is rolled back and true
- * returned: read it again with the new end (which then cuts nothing: each
- * table's budget can only grow).
- */
-static bool
-read_window(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
-			const MssqlLsn *from, MssqlLsn *to, TimestampTz *end_time, int transactions,
-			ApplyResult *results, int64 *window_rows, int64 *window_transactions_seen)
-{
-	ApplyLimits limits;
-	bool		budget_spent = false;
-	ListCell   *lc;
-	ListCell   *lc2;
-	ListCell   *lc3;
-	int			i = 0;
-
-	limits.one_transaction = transactions <= 1;
-	*window_rows = 0;
-	*window_transactions_seen = 0;
-	worker_begin_xact();
-	source_fingerprint_lock(worker_server_name);
-	forthree(lc, ready, lc2, instances, lc3, switches)
-	{
-		MssqlCdcTable *table = lfirst(lc);
-		MssqlSourceTable *src = lfirst(lc2);
-		StagingDiff *switch_diff = lfirst(lc3);
-
-		worker_ctx_table_id = table->table_id;
-		worker_ctx_capture_instance = src->capture_instance->name;
-		/*
-		 * a concurrent remove_table/resnapshot wins, and a settings change
-		 * (alter_table, pause) takes effect here: the table sits this one out
-		 */
-		if (!apply_lock_table_state(table->table_id, checkpoint) ||
-			!table_settings_current(table))
-		{
-			results[i++].rows = -1;
-			continue;
-		}
-		/*
-		 * From here a failure is this table's (worker_staging_park.c): its
-		 * staging table must still have the shape the rows are written in
-		 */
-		worker_ctx_window_table = true;
-		worker_ctx_window_checkpoint = *checkpoint;
-		/* the switch commits with the first rows read from the new instance */
-		if (switch_diff != NULL)
-			ci_switch_commit(table, table->capture_instance, src, switch_diff, from,
-							 worker_args.run_as);
-		worker_check_staging_shape(table, src);
-		limits.row_budget = budget_spent ? 0 : Max(1, mssql_cdc_batch_max_rows - *window_rows);
-		PG_TRY();
-		{
-			results[i] = apply_capture_instance(worker_session, table, src,
-												worker_args.run_as, worker_server_zone,
-												worker_data_query_mode(), from, to, &limits);
-		}
-		PG_CATCH();
-		{
-			note_read_failure(transactions);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		worker_ctx_window_table = false;
-		*window_rows += results[i].rows;
-		*window_transactions_seen = Max(*window_transactions_seen, results[i].transactions);
-		if (results[i].cut)
-		{
-			budget_spent = true;
-			*to = results[i].last_lsn;
-			*end_time = results[i].last_commit_time;
-			worker_ctx_to = *to;
-			if (read_beyond(results, i, to))
-			{
-				worker_ctx_capture_instance = NULL;
-				worker_ctx_table_id = 0;
-				worker_abort_xact();
-				return true;
-			}
-		}
-		else if (!budget_spent && *window_rows >= mssql_cdc_batch_max_rows &&
-				 lnext(ready, lc) != NULL)
-		{
-			/* spent with this table's last row: the window ends there */
-			budget_spent = true;
-			last_read_end(results, i, to, end_time);
-			worker_ctx_to = *to;
-		}
-		i++;
-	}
-	worker_ctx_capture_instance = NULL;
-	worker_ctx_table_id = 0;
-	return false;
-}
-
 /*
  * Change every ready table's mirror (mirror_apply.c) from the staging rows
- * the window wrote, once the window's end is final: read_window() may still
+ * the window wrote, once the window's end is final: window_read() may still
  * move it back while reading, and rereads the window when it does.
  */
 static void
@@ -565,9 +391,10 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	List	   *instances = NIL;
 	List	   *switches = NIL; /* StagingDiff * of a switching table, else NULL */
 	ApplyResult *results;
-	bool	   *overrun;
-	MssqlLsn   *marks;
-	SourceFingerprint fingerprint;
+	WindowRecheck recheck;
+	CdcMinLsn  *mins;
+	int			nmins = 0;
+	int64	   *lag;
 	ListCell   *lc;
 	ListCell   *lc2;
 	int64		window_rows = 0;
@@ -594,6 +421,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	if (cap != NULL && mssql_lsn_cmp(cap, &window_max) < 0)
 		window_max = *cap;
 	plans = palloc(sizeof(CiPlan) * list_length(group));
+	mins = palloc0(sizeof(CdcMinLsn) * list_length(group));
 	i = 0;
 	foreach(lc, group)
 	{
@@ -606,11 +434,24 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			window_max = before_successor;
 		/* transactions open across sp_cdc_enable_table stay with the older instance */
 		ci_route_open_transactions(worker_session, &plans[i], &from, &window_max);
+		/* its low watermark comes with the window's end (check_table_source) */
+		if (plan_instance(lfirst(lc), &plans[i]) != NULL)
+			mins[nmins++].capture_instance = plan_instance(lfirst(lc), &plans[i]);
 		i++;
 	}
+	lag = NULL;
+	if (worker_window_lag.wanted && !worker_window_lag.counted &&
+		mssql_lsn_cmp(checkpoint, &worker_window_lag.base) == 0)
+		lag = &worker_window_lag.count;
 	if (!cdc_choose_window_end(worker_session, checkpoint, &window_max, max_transactions,
-							   worker_server_zone, &to, &end_time, &transactions))
+							   worker_server_zone, mins, nmins, max_lsn, lag,
+							   &to, &end_time, &transactions))
 		return false;
+	if (lag != NULL)
+	{
+		worker_window_lag.counted = worker_window_lag.known = true;
+		cdc_slot_report_lag(checkpoint, worker_window_lag.count);
+	}
 	chosen_to = to;
 	if (end_time == 0 && mssql_lsn_cmp(&to, max_lsn) == 0)
 		end_time = max_time;
@@ -628,7 +469,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		StagingDiff *switch_diff;
 
 		worker_ctx_table_id = table->table_id;
-		src = check_table_source(table, &from, &plans[i++], &switch_diff);
+		src = check_table_source(table, &from, &plans[i++], mins, nmins, &switch_diff);
 		if (src == NULL)
 			continue;
 		ready = lappend(ready, table);
@@ -642,22 +483,22 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 	cdc_slot_report_phase(CDC_PHASE_STREAMING);
 	results = palloc0(sizeof(ApplyResult) * list_length(ready));
+	recheck.overrun = palloc(sizeof(bool) * list_length(ready));
+	recheck.marks = palloc(sizeof(MssqlLsn) * list_length(ready));
 
-	/* THE window: every table's rows and checkpoints, one transaction */
-	while (read_window(ready, instances, switches, checkpoint, &from, &to, &end_time,
-					   transactions, results, &window_rows, &window_transactions_seen))
+	/* THE window: every table's rows and checkpoints, one transaction, one request */
+	while (window_read(ready, instances, switches, checkpoint, &from, &to, &end_time,
+					   transactions, transactions == 0, results, &window_rows,
+					   &window_transactions_seen, &recheck))
 		memset(results, 0, sizeof(ApplyResult) * list_length(ready));
 
 	/* the mirrors change with the rows, in the window's transaction */
 	apply_mirrors(ready, instances, results, checkpoint, &from, &to);
 
 	/* nothing of the window may have been removed by cleanup during the read */
-	overrun = palloc(sizeof(bool) * list_length(ready));
-	marks = palloc(sizeof(MssqlLsn) * list_length(ready));
-	if (recheck_min_lsns_after_read(ready, instances, results, &from, &to, overrun, marks,
-									&fingerprint))
+	if (recheck.any_overrun)
 	{
-		abandon_window_after_cleanup(ready, instances, overrun, marks, &from);
+		abandon_window_after_cleanup(ready, instances, recheck.overrun, recheck.marks, &from);
 		worker_ctx_has_range = false;
 		return true;			/* the other tables read the window again */
 	}
@@ -671,8 +512,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
 		i++;
 	}
-	if (fingerprint.known)
-		source_fingerprint_store(worker_server_name, &fingerprint);
+	if (recheck.fingerprint.known)
+		source_fingerprint_store(worker_server_name, &recheck.fingerprint);
 	relax_window_limit(server, transactions);
 	worker_end_failure_streak(server);
 	worker_commit_xact();
@@ -712,6 +553,18 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 							 (long long) window_transactions_seen)));
 
 	*reached = to;
+
+	/*
+	 * The lag at the lead's new checkpoint without counting again: the
+	 * window applied the transactions of (checkpoint, to] that its end's
+	 * query listed, unless the row budget cut it short
+	 */
+	if (worker_window_lag.known && mssql_lsn_cmp(checkpoint, &worker_window_lag.base) == 0)
+	{
+		worker_window_lag.known = mssql_lsn_cmp(&to, &chosen_to) == 0;
+		worker_window_lag.base = to;
+		worker_window_lag.count = Max(0, worker_window_lag.count - transactions);
+	}
 
 	/* the window ended before max: more is waiting */
 	return mssql_lsn_cmp(&to, max_lsn) < 0;

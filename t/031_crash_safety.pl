@@ -164,8 +164,14 @@ while ($kills < $kills_wanted || $stops < $stops_wanted)
 		# after c1's rows went into the window's open transaction
 		$si->ctl('stall', 'seconds=3', 'match=[dbo_c2_CT]');
 		$stall_set = 1;
-		usleep(300_000 + int(rand(500_000)));
-		# the fault is gone once the worker ran into it
+		# the fault is gone once the worker ran into it: the next window
+		# with changes (a window without any sends no change query)
+		for (1 .. 50)
+		{
+			last if $si->ctl('faults') !~ /stall/;
+			usleep(50_000);
+		}
+		usleep(int(rand(500_000)));
 		$stalled = $si->ctl('faults') !~ /stall/;
 	}
 	else

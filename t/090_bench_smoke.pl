@@ -135,6 +135,23 @@ for my $ms (sort keys %$rtt)
 		cmp_ok($res->{'mssql_cdc'}{"standin_$key"}, '>', 0, "RTT $ms ms, $phase: the stand-in saw the $key");
 	}
 }
+# streaming flat in the number of tables: the same backlog in 5 busy tables,
+# alone and among quiet ones (issue 16 point 5)
+for my $ms (sort keys %$rtt)
+{
+	my $tabs = $rtt->{$ms}{tables} // {};
+	my @n = sort { $a <=> $b } keys %$tabs;
+	is(scalar(@n), 2, "RTT $ms ms: streaming with few and with many tables");
+	for my $n (@n)
+	{
+		my $r = $tabs->{$n};
+		cmp_ok($r->{rows}, '>', 0, "RTT $ms ms, $n tables: rows applied");
+		cmp_ok($r->{windows}, '>', 0, "RTT $ms ms, $n tables: windows counted");
+		like($r->{requests_per_window}, $number, "RTT $ms ms, $n tables: requests per window is a number");
+	}
+	is($tabs->{ $n[0] }{rows}, $tabs->{ $n[-1] }{rows}, "RTT $ms ms: the same busy rows with few and many tables")
+	  if @n == 2;
+}
 # a streaming window at 10 ms cannot be faster than its round trips
 cmp_ok($rtt->{10}{streaming}{'mssql_cdc'}{seconds}, '>=',
 	0.010 * $rtt->{10}{streaming}{'mssql_cdc'}{requests} * 0.9,

@@ -81,6 +81,14 @@ def targets(report, poll_ms):
         for phase in ("snapshot", "streaming"):
             v = rtt_ratio(res[phase])
             row("%s at %s ms RTT ≥ 0.8× freebcp→COPY at %s ms" % (phase, ms, ms), v, v is not None and v >= 0.8, "×")
+        few, many = tables_pair(res)
+        if many:
+            v = rate(many) / rate(few) if rate(few) else None
+            row("streaming at %s ms RTT, %d tables vs %d (same busy rows) ≥ 0.8×" % (ms, many["tables"], few["tables"]),
+                v, v is not None and v >= 0.8, "×")
+            v = many.get("requests_per_window")
+            row("requests per window, %d tables, %d busy, at %s ms RTT ≤ 3" % (many["tables"], many["busy_tables"], ms),
+                v, v is not None and v <= 3, "")
     for label, v, ok in RTTP.target_rows(report.get("rtt_parallel", {})):
         row(label, v, ok, "×")
     peaks = [r["peak_rss_anon_mb"] for r in worker_results(report) if r.get("peak_rss_anon_mb")]
@@ -113,6 +121,36 @@ def profile_tables(report):
 
 def rtt_ratio(res):
     return rate(res["mssql_cdc"]) / rate(res["freebcp→COPY"]) if rate(res["freebcp→COPY"]) else None
+
+
+def tables_pair(res):
+    """The rtt phase's streaming with few and with many tables (or Nones)."""
+    tabs = res.get("tables") or {}
+    if not tabs:
+        return None, None
+    ks = sorted(tabs, key=int)
+    return tabs[ks[0]], tabs[ks[-1]]
+
+
+def rtt_tables_table(results):
+    """Streaming with the busy tables alone and among many quiet ones."""
+    lines = ["### Streaming flat in the number of tables (issue 16 point 5)", "",
+             "The same backlog in 5 busy tables, on a server that captures only them and on one that also "
+             "captures quiet tables that never change; requests and windows (polls) from the worker's "
+             "counters while it was timed.", "",
+             "| RTT | tables (busy) | rows | rows/s | × 5 tables | requests | windows | requests per window |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for ms, res in results.items():
+        few, many = tables_pair(res)
+        if many is None:
+            continue
+        for r in (few, many):
+            v = rate(r) / rate(few) if rate(few) else None
+            lines.append("| %s ms | %d (%d) | %d | %s | %s | %d | %d | %s |" % (
+                ms, r["tables"], r["busy_tables"], r["rows"], fmt_rate(r), "–" if v is None else "%.2f" % v,
+                r["requests"], r["windows"],
+                "–" if r.get("requests_per_window") is None else "%.1f" % r["requests_per_window"]))
+    return lines + [""] if len(lines) > 5 else []
 
 
 def rtt_table(results, cfg):
@@ -222,6 +260,7 @@ def render(report):
         lines += tls_table(tls)
     if report.get("rtt"):
         lines += rtt_table(report["rtt"], cfg)
+        lines += rtt_tables_table(report["rtt"])
     if report.get("rtt_parallel"):
         lines += RTTP.table(report["rtt_parallel"], cfg["rows"])
     lines += ["### Worker memory and CPU", "",

@@ -8,7 +8,10 @@ the same rows at the same delay, and the requests the worker sent (the
 worker's counters in mssql_cdc.worker_state(): requests_sent, windows,
 snapshot_chunks; and, as a cross-check, the stand-in's control `requests`,
 the worker's session told by its application_name) per snapshot chunk and
-per window."""
+per window.  And streaming flat in the number of tables (issue 16 point 5):
+the same backlog in 5 busy tables, once on a server that captures only
+them and once on one that also captures --rtt-tables - 5 quiet tables
+(default 200 in all), its requests per window and rows/s side by side."""
 
 import time
 
@@ -17,10 +20,11 @@ from . import phases as P
 from . import tables as TB
 from .servers import SA_PASSWORD
 
-# what starts a snapshot chunk (src/snapshot.c) and a window (its window-end
-# query, src/cdc_window.c) in the stand-in's by_prefix counts
+# what starts a snapshot chunk (src/snapshot.c) and a window (the poll's
+# batch, src/capture_instance_switch.c ci_read_source_state, which also
+# reads the max LSN) in the stand-in's by_prefix counts
 CHUNK_PREFIX = "BEGIN TRANSACTION; SELECT TOP ("
-WINDOW_PREFIX = "SELECT sys.fn_cdc_get_max_lsn(), "
+WINDOW_PREFIX = "SELECT name, is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID(); IF"
 
 
 def parse_list(text):
@@ -139,7 +143,73 @@ def streaming_at(si, pg, ms, rows, txn_rows, workdir):
     return {"freebcp→COPY": bcp, "mssql_cdc": r}
 
 
-def rtt_cost(si, pg, delays, rows, txn_rows, workdir):
+BUSY_TABLES = 5
+
+
+def quiet_name(j):
+    return "rtt_quiet_%03d" % j
+
+
+def busy_name(ntables, ms, i):
+    return "rtt_busy_%d_%s_%d" % (ntables, label(ms), i)
+
+
+def create_tables(si, names):
+    """Source tables shaped like dbo.narrow with CDC, in batches of 50."""
+    for k in range(0, len(names), 50):
+        part = names[k:k + 50]
+        si.tsql("\n".join(TB.create_sql((n, TB.NARROW[1])) for n in part) + "\n" +
+                "\n".join(TB.enable_cdc_sql((n, None)) for n in part))
+
+
+def tables_at(si, pg, ms, rows, txn_rows, ntables):
+    """The backlog of `rows` changes in 5 busy tables (rows / 5 each, txn_rows
+    per transaction) applied by a worker that captures ntables tables: the 5
+    and ntables - 5 quiet ones that never change.  Tables are added without
+    the delay (setup, not timed), the backlog is applied with it."""
+    server = "rtt_tab%d_%s" % (ntables, label(ms))
+    busy = [busy_name(ntables, ms, i) for i in range(1, BUSY_TABLES + 1)]
+    si.ctl("rtt", ms=0)
+    create_server(pg, si, server)
+    for name in busy + [quiet_name(j) for j in range(1, ntables - BUSY_TABLES + 1)]:
+        add_when_started(pg, server, name)
+    # streaming, and at one checkpoint: tables added one after the other
+    # start at different ones and first catch up in windows of their own
+    # (src/worker_catch_up.c), which is setup, not the window measured here
+    deadline = time.time() + 600
+    while pg.psql("SELECT count(*) FILTER (WHERE state = 'streaming') = %d AND "
+                  "count(DISTINCT checkpoint_lsn::text) = 1 FROM mssql_cdc.status WHERE server = '%s'"
+                  % (ntables, server)) != "t":
+        if time.time() > deadline:
+            raise RuntimeError("the %d tables of %s did not all stream from one checkpoint" % (ntables, server))
+        time.sleep(0.2)
+    si.ctl("rtt", ms=ms)
+    per_table = rows // BUSY_TABLES // txn_rows * txn_rows
+    si.ctl("capture_freeze")
+    for name in busy:
+        P.generate_backlog(si, name, per_table, txn_rows)
+    applied = ("SELECT coalesce(sum(rows_applied), 0) FROM mssql_cdc.status WHERE server = '%s' AND source_table IN (%s)"
+               % (server, ", ".join("'dbo.%s'" % n for n in busy)))
+    base = int(pg.psql(applied))
+    before = worker_counts(pg, server)
+    si.ctl("requests", reset=True)
+    si.ctl("capture_now")
+    t0 = time.time()
+    while int(pg.psql(applied)) - base < per_table * BUSY_TABLES:
+        if time.time() - t0 > 7200:
+            raise RuntimeError("%s did not apply its backlog" % server)
+        time.sleep(0.05)
+    seconds = time.time() - t0
+    r = counts(si, pg, server, before)
+    si.ctl("capture_resume")
+    P.pause(pg, server)
+    r.update({"rows": per_table * BUSY_TABLES, "seconds": seconds, "tables": ntables,
+              "busy_tables": BUSY_TABLES})
+    r["requests_per_window"] = per(r, "windows")
+    return r
+
+
+def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200):
     """{"<ms>": {"snapshot": {...}, "streaming": {...}}} at each delay; the
     other phases' workers are paused first (their polls would share the
     stand-in), the delay is back at 0 afterwards."""
@@ -151,6 +221,10 @@ def rtt_cost(si, pg, delays, rows, txn_rows, workdir):
     # a source table per delay, so that each backlog is new rows
     si.tsql("\n".join(TB.create_sql(("rtt_stream_%s" % label(ms), TB.NARROW[1])) + "\n" +
                       TB.enable_cdc_sql(("rtt_stream_%s" % label(ms), None)) for ms in delays))
+    # the quiet tables every "many tables" server captures, and the busy ones
+    create_tables(si, [quiet_name(j) for j in range(1, ntables - BUSY_TABLES + 1)] +
+                  [busy_name(n, ms, i) for ms in delays for n in (BUSY_TABLES, ntables)
+                   for i in range(1, BUSY_TABLES + 1)])
     results = {}
     n = rows // txn_rows * txn_rows
     try:
@@ -160,6 +234,10 @@ def rtt_cost(si, pg, delays, rows, txn_rows, workdir):
             t0 = time.time()
             results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir),
                                 "streaming": streaming_at(si, pg, ms, n, txn_rows, workdir)}
+            print("   RTT %s ms: streaming with %d and with %d tables (%d busy)"
+                  % (ms, BUSY_TABLES, ntables, BUSY_TABLES), flush=True)
+            results[str(ms)]["tables"] = {str(k): tables_at(si, pg, ms, n, txn_rows, k)
+                                          for k in (BUSY_TABLES, ntables)}
             print("   RTT %s ms: %.1f s" % (ms, time.time() - t0), flush=True)
     finally:
         si.ctl("rtt", ms=0)
