@@ -59,6 +59,10 @@ def parse_args():
                          "streaming next to freebcp→COPY at each (default 0,1,10; --smoke: 0,10)")
     ap.add_argument("--rtt-tables", type=int, default=None,
                     help="tables of the rtt phase's many-tables server, 5 of them busy (default 200; --smoke: 20)")
+    ap.add_argument("--rtt-rows", type=int, default=200_000,
+                    help="size of the rtt phase's many-tables backlog (changes over the 5 busy tables) and of each "
+                         "table of its 4-table copy (default 200000, at most --rows; the single-table snapshot and "
+                         "streaming of the phase use --rows)")
     ap.add_argument("--no-mirror", dest="mirror", action="store_false",
                     help="leave out the mirror contenders (doc/mirror.md) of the snapshot (narrow table) and "
                          "streaming (small transactions) phases")
@@ -73,6 +77,7 @@ def parse_args():
         a.latency_seconds = min(a.latency_seconds, 3)
     if a.rtt_ms is None:
         a.rtt_ms = [0, 10] if a.smoke else [0, 1, 10]
+    a.rtt_rows = min(a.rtt_rows, a.rows)
     if a.rtt_tables is None:
         a.rtt_tables = 20 if a.smoke else 200
     if a.rtt_tables <= RTT.BUSY_TABLES:
@@ -158,7 +163,7 @@ def main():
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
                          "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
                          "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms,
-                         "rtt_tables": a.rtt_tables, "mirror": a.mirror,
+                         "rtt_tables": a.rtt_tables, "rtt_rows": a.rtt_rows, "mirror": a.mirror,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
@@ -194,9 +199,9 @@ def main():
         if "rtt" in a.phases:
             print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
             report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
-                                         ntables=a.rtt_tables)
+                                         ntables=a.rtt_tables, many_rows=a.rtt_rows)
             print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
-            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rows)
+            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

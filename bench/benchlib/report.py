@@ -262,7 +262,7 @@ def render(report):
         lines += rtt_table(report["rtt"], cfg)
         lines += rtt_tables_table(report["rtt"])
     if report.get("rtt_parallel"):
-        lines += RTTP.table(report["rtt_parallel"], cfg["rows"])
+        lines += RTTP.table(report["rtt_parallel"], cfg.get("rtt_rows", cfg["rows"]))
     lines += ["### Worker memory and CPU", "",
               "| phase | worker peak private RSS (RssAnon) MB | worker VmHWM MB | worker CPU s per 1M rows "
               "| worker CPU busy | stand-in CPU busy |", "|---|---:|---:|---:|---:|---:|"]
