@@ -45,6 +45,9 @@ extern bool mssql_lsn_parse(const char *str, MssqlLsn *result);
 /* Format as "0x" + 20 upper-case hex digits into buf[MSSQL_LSN_TEXT_SIZE]. */
 extern void mssql_lsn_format(const MssqlLsn *lsn, char *buf);
 
+/* The same text as a text Datum (catalog columns and SPI parameters). */
+extern Datum mssql_lsn_text_datum(const MssqlLsn *lsn);
+
 /* <0, 0, >0 like memcmp: unsigned big-endian order, as SQL Server orders */
 extern int	mssql_lsn_cmp(const MssqlLsn *a, const MssqlLsn *b);
 

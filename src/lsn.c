@@ -105,6 +105,15 @@ mssql_lsn_format(const MssqlLsn *lsn, char *buf)
 	buf[2 + 2 * MSSQL_LSN_BYTES] = '\0';
 }
 
+Datum
+mssql_lsn_text_datum(const MssqlLsn *lsn)
+{
+	char		buf[MSSQL_LSN_TEXT_SIZE];
+
+	mssql_lsn_format(lsn, buf);
+	return CStringGetTextDatum(buf);
+}
+
 int
 mssql_lsn_cmp(const MssqlLsn *a, const MssqlLsn *b)
 {
