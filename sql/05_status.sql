@@ -87,6 +87,16 @@ UPDATE mssql_cdc.table_state
    SET phase = 'error', condition = 'retention_overrun', hint = 'Call mssql_cdc.resnapshot().'
  WHERE table_id = :bins_id;
 SELECT source_table, state, condition, hint FROM mssql_cdc.status ORDER BY source_table;
+-- The parked table's own error goes with its condition and hint, also when
+-- the server failed later (a lost connection retried since): message and
+-- hint must not come from two different failures.  The other tables show
+-- the server's failure.
+UPDATE mssql_cdc.table_state
+   SET last_error = 'the source database went back in time', last_error_at = '2026-01-01 00:06:30+00'
+ WHERE table_id = :bins_id;
+UPDATE mssql_cdc.servers SET consecutive_failures = 1 WHERE server_name = 'wms';
+SELECT source_table, state, last_error, last_error_at, condition FROM mssql_cdc.status ORDER BY source_table;
+UPDATE mssql_cdc.servers SET consecutive_failures = 0 WHERE server_name = 'wms';
 UPDATE mssql_cdc.table_state SET phase = 'streaming', condition = NULL, hint = NULL
  WHERE table_id = :bins_id;
 -- A server warning (the worker sets and clears it) shows on every table
