@@ -286,11 +286,20 @@ SELECT
 						 0.001))::numeric, 1)
 		ELSE NULL
 	END AS snapshot_rows_per_second,
-	CASE WHEN sv.last_error_at IS NOT NULL
+	-- the failure that condition and hint describe while one is current
+	-- (active.problem below), else the newer of the two
+	CASE
+		WHEN active.problem OPERATOR(pg_catalog.=) 'table' THEN ts.last_error
+		WHEN active.problem OPERATOR(pg_catalog.=) 'server' THEN sv.last_error
+		WHEN sv.last_error_at IS NOT NULL
 			AND (ts.last_error_at IS NULL OR sv.last_error_at OPERATOR(pg_catalog.>) ts.last_error_at)
 		THEN sv.last_error ELSE ts.last_error
 	END AS last_error,
-	greatest(ts.last_error_at, sv.last_error_at) AS last_error_at,
+	CASE active.problem
+		WHEN 'table' THEN ts.last_error_at
+		WHEN 'server' THEN sv.last_error_at
+		ELSE greatest(ts.last_error_at, sv.last_error_at)
+	END AS last_error_at,
 	-- The problem that is active now (doc/troubleshooting.md), chosen once
 	-- below in active.problem: condition and hint come from the same place.
 	CASE active.problem
