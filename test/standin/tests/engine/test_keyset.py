@@ -372,3 +372,31 @@ class KeysetSeekCostTest(EngineTest):
         self.assertEqual((chunks, seen, last), (200, self.ROWS, self.ROWS))
         # each chunk reads ahead at most one storage chunk; a rescan would visit ~10^7 rows
         self.assertLessEqual(total, chunks * CHUNK + CHUNK)
+
+    def test_descending_top_with_an_upper_bound_seeks_backwards(self):
+        """SQL Server reads an index backwards for ORDER BY <key> DESC (a
+        backward range scan of the clustered index): TOP (1) ... WHERE key <=
+        x ORDER BY key DESC costs a seek, not a pass over every key below x.
+        The worker's window fingerprint is this shape over cdc.lsn_time_mapping."""
+        from standin.engine.query import CHUNK
+        for sql, want in [
+            ("SELECT TOP (1) id FROM big WHERE id <= 90000 ORDER BY id DESC", [90000]),
+            ("SELECT TOP (3) id FROM big WHERE id < CAST(N'90000' AS int) AND v IS NULL ORDER BY id DESC", None),
+            ("SELECT TOP (2) id FROM big WHERE id <= 50000 AND id > 10 ORDER BY id DESC", [50000, 49999]),
+            ("SELECT TOP (4) id FROM big ORDER BY id DESC", [100000, 99999, 99998, 99997]),
+        ]:
+            rows, n = self.examined(sql)
+            if want is not None:
+                self.assertEqual([r[0] for r in rows], want, sql)
+            else:
+                self.assertEqual(rows, [])        # fill_table sets every v: no row matches
+                continue
+            self.assertLessEqual(n, CHUNK, "%s visited %d rows" % (sql, n))
+        rows, n = self.examined("SELECT TOP (3) a, b FROM big2 WHERE a <= 900 ORDER BY a DESC, b DESC")
+        self.assertEqual(rows, [(900, 99), (900, 98), (900, 97)])
+        self.assertLessEqual(n, CHUNK)
+        # a lower bound ends the backward scan; the results equal an unpruned read
+        self.assertEqual(self.rows("SELECT id FROM big WHERE id <= 20 AND id >= 15 ORDER BY id DESC"),
+                         self.rows("SELECT id FROM big WHERE id + 0 <= 20 AND id + 0 >= 15 ORDER BY id DESC"))
+        self.assertEqual(self.rows("SELECT TOP (5) a, b FROM big2 WHERE a < 3 ORDER BY a DESC, b DESC"),
+                         [(2, 99), (2, 98), (2, 97), (2, 96), (2, 95)])
