@@ -81,20 +81,22 @@ class StoredSource(Source):
         cl = self.table.cluster
         return cl[0] if cl else None
 
-    def iterate(self, ctx, lower=None, upper=None):
+    def iterate(self, ctx, lower=None, upper=None, reverse=False):
         if lower is not None and len(self.table.cluster) > 1:
             lower = (lower,)          # composite keys are tuples; a 1-tuple sorts before all its extensions
-        return scan_table(ctx, self.table, lower, upper)
+        return scan_table(ctx, self.table, lower, upper, reverse)
 
     def upper_bound_column(self):
         return self.lower_bound_column()
 
 
-def scan_table(ctx, table, lower=None, upper=None):
+def scan_table(ctx, table, lower=None, upper=None, reverse=False):
     """Chunked scan: takes the engine lock per chunk, resumes after the last
     key seen, so concurrent writers never invalidate the iteration.
     lower: first key (or 1-tuple prefix) to visit; upper: stop once the first
-    clustering column's key is greater than this."""
+    clustering column's key is greater than this.  reverse: visit the keys in
+    descending order, from upper down to lower, as SQL Server's backward scan
+    of an index serves ORDER BY <clustered key> DESC (ENGINE.md, access paths)."""
     composite = len(table.cluster) > 1
     lock = ctx.engine.lock
     snap, txn = ctx.read_view()
@@ -106,40 +108,67 @@ def scan_table(ctx, table, lower=None, upper=None):
     if not nolock:
         ctx.engine.register_snapshot(snap)
     session = ctx.session
+    position = _backward_position if reverse else _forward_position
     try:
         last = None
-        first = True
         while True:
             with lock:
                 if nolock:
                     snap = ctx.engine.seq
                 keys = table.keys
-                if first:
-                    i = 0 if lower is None else bisect.bisect_left(keys, lower)
-                    first = False
-                else:
-                    i = bisect.bisect_right(keys, last)
-                n = len(keys)
                 rows = table.rows
                 chunk = []
-                while i < n and len(chunk) < CHUNK:
-                    k = keys[i]
-                    if upper is not None and (k[0] if composite else k) > upper:
-                        n = i
+                for k in position(keys, composite, lower, upper, last):
+                    if len(chunk) >= CHUNK:
                         break
-                    i += 1
                     rv = visible(rows.get(k), snap, txn)
                     if rv is not None:
                         chunk.append(rv)
                     last = k
-                done = i >= n
+                else:
+                    chunk.append(None)            # the range is exhausted
+            done = chunk and chunk[-1] is None
             for rv in chunk:
-                yield rv.values, rv
+                if rv is not None:
+                    yield rv.values, rv
             if done or session.cancelled:
                 return
     finally:
         if not nolock:
             ctx.engine.unregister_snapshot(snap)
+
+
+def _forward_position(keys, composite, lower, upper, last):
+    """Keys in ascending order from lower (or after last), up to upper."""
+    if last is None:
+        i = 0 if lower is None else bisect.bisect_left(keys, lower)
+    else:
+        i = bisect.bisect_right(keys, last)
+    n = len(keys)
+    while i < n:
+        k = keys[i]
+        if upper is not None and (k[0] if composite else k) > upper:
+            return
+        yield k
+        i += 1
+
+
+def _backward_position(keys, composite, lower, upper, last):
+    """Keys in descending order from upper (or before last), down to lower."""
+    if last is not None:
+        i = bisect.bisect_left(keys, last) - 1
+    elif upper is None:
+        i = len(keys) - 1
+    elif composite:
+        i = bisect.bisect_right(keys, upper, key=lambda k: k[0]) - 1
+    else:
+        i = bisect.bisect_right(keys, upper) - 1
+    while i >= 0:
+        k = keys[i]
+        if lower is not None and k < lower:
+            return
+        yield k
+        i -= 1
 
 
 # ------------------------------------------------------------------ aggregates
@@ -711,7 +740,9 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     # ORDER BY
     order_fns = []
     order_positions = []
+    desc_positions = []         # the same, for columns ordered DESC
     natural_ok = False
+    backward = False            # the clustered order read backwards serves it
     if sel.order_by:
         for e, desc in sel.order_by:
             pos = None
@@ -731,6 +762,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
                 it = items[pos]
                 order_fns.append(((lambda p, s, i=pos: p[i]), it[1].type, desc))
                 order_positions.append(it[2] if not desc else None)
+                desc_positions.append(it[2] if desc else None)
             else:
                 f, t = comp.compile(e)
                 if t.name in T.LOB_OLD_TYPES:
@@ -738,12 +770,16 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
                                    "sorted, except when using IS NULL or LIKE operator.", line)
                 order_fns.append(((lambda p, s, f=f: f(s)), t, desc))
                 ix = None
-                if isinstance(e, A.ColRef) and not desc and not agg_mode:
+                if isinstance(e, A.ColRef) and not agg_mode:
                     ix = scope.resolve(e.parts, line).index
-                order_positions.append(ix)
+                order_positions.append(ix if not desc else None)
+                desc_positions.append(ix if desc else None)
         if not agg_mode and source is not None and None not in order_positions \
                 and source.natural_order_ok(order_positions):
             natural_ok = True
+        elif not agg_mode and isinstance(source, StoredSource) and None not in desc_positions \
+                and source.natural_order_ok(desc_positions):
+            natural_ok = backward = True
     elif source is not None and not agg_mode:
         natural_ok = True
 
@@ -786,7 +822,12 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         if source is None:
             yield (), None
             return
-        it = source.iterate(ctx, lower, upper) if upper is not None else source.iterate(ctx, lower)
+        if backward:
+            it = source.iterate(ctx, lower, upper, reverse=True)
+        elif upper is not None:
+            it = source.iterate(ctx, lower, upper)
+        else:
+            it = source.iterate(ctx, lower)
         for row, rv in it:
             if where_fn is None or where_fn(row) is True:
                 yield row, rv
