@@ -455,6 +455,11 @@ class Connection:
                                     self.session.cancelled = True
                                 except AttributeError:
                                     pass
+                    # counted on arrival: when the request it cancels is
+                    # still writing, _serve acknowledges it before taking
+                    # this item, and a client that read the acknowledgement
+                    # must already see the attention in the counters
+                    self.server.round_trips.count(self.spid, "attention", "", None)
                     self.log("attention", request=target)
                     self.requests.put(("attention", target, b""))
                     continue
@@ -485,7 +490,7 @@ class Connection:
                 raise P.ConnectionClosed("client closed")
             ptype, status, payload = item
             if ptype == "attention":
-                self._round_trip("attention")
+                self.server.round_trips.wait(self.closed)
                 if status > self._acked_upto:
                     # its request had already answered (or had not started)
                     self._ack_attention(status)
