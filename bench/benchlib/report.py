@@ -60,8 +60,10 @@ def targets(report, poll_ms):
         v = ratio(res, "mssql_cdc snapshot", "freebcp→COPY")
         row("snapshot %s ≥ 0.8× freebcp→COPY" % t, v, v is not None and v >= 0.8, "×")
     for t, res in report.get("streaming", {}).items():
+        # issue 16 raised the small transactions' target from issue 8's 0.6×
+        goal = 0.7 if streaming_txn_rows(t) <= 10 else 0.6
         v = ratio(res, "mssql_cdc streaming", "freebcp→COPY")
-        row("streaming %s ≥ 0.6× freebcp→COPY" % t, v, v is not None and v >= 0.6, "×")
+        row("streaming %s ≥ %.1f× freebcp→COPY" % (t, goal), v, v is not None and v >= goal, "×")
     # issue 15 point 4
     for t, res in report.get("snapshot", {}).items():
         for name in mirror_contenders(res):
@@ -95,6 +97,15 @@ def targets(report, poll_ms):
     if peaks:
         row("worker private RSS < 100 MB (every phase)", max(peaks), max(peaks) < 100, " MB")
     return out + [""]
+
+
+def streaming_txn_rows(label):
+    """The rows per source transaction of a streaming result's label
+    ("1000000 changes, 10 rows per transaction")."""
+    try:
+        return int(label.split(", ")[1].split()[0])
+    except (IndexError, ValueError):
+        return 0
 
 
 def mirror_contenders(results):
@@ -231,7 +242,7 @@ def render(report):
              "", "Machine: " + machine(), "",
              "Settings shared by every contender: " + ", ".join("`%s = %s`" % kv for kv in cfg["pg_settings"].items()) +
              "; stand-in capture interval %s s." % cfg["capture_interval"], ""]
-    lines += ["## Targets (issue 8)", ""] + targets(report, cfg["poll_ms"])
+    lines += ["## Targets (issues 8, 15 and 16)", ""] + targets(report, cfg["poll_ms"])
     for t, res in report.get("snapshot", {}).items():
         lines += throughput_table("Snapshot: %s table" % t, res,
                                   ["tds_fdw INSERT…SELECT", "freebcp→COPY", "stand-in raw serve"])
