@@ -156,6 +156,18 @@ class Controller:
                 self.server.round_trips.set_rtt(args["ms"])
             self.server.log.write(0, "control", cmd=cmd, args=args)
             return {"rtt_ms": self.server.round_trips.rtt_ms}
+        if cmd == "user_connections":
+            # sp_configure 'user connections': at most this many sessions
+            # logged in at once, 0 = SQL Server's default (32,767); a login
+            # beyond it gets error 17809 and is closed (ENGINE.md)
+            if args.get("max") is not None:
+                n = _int_or_none(args.get("max"))
+                if n is None or not 0 <= n <= 32767:
+                    raise ControlError("max must be within 0..32767")
+                self.server.user_connections = n
+            self.server.log.write(0, "control", cmd=cmd, args=args)
+            return {"user_connections": self.server.user_connections,
+                    "logged_in": self.server.logged_in_count()}
         if cmd == "requests":
             # messages per session and in total; reset=true zeroes them after reading
             out = self.server.round_trips.describe()

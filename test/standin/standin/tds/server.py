@@ -75,6 +75,7 @@ class StandinServer:
         self.sock.listen(128)
         self.host, self.port = self.sock.getsockname()[:2]
         self.connections: Dict[int, "Connection"] = {}
+        self.user_connections = 0       # sp_configure 'user connections' (0: the default, 32,767)
         self._lock = threading.Lock()
         self._spids = itertools.count(FIRST_SPID)
         self._stopping = threading.Event()
@@ -135,6 +136,11 @@ class StandinServer:
     def open_spids(self):
         with self._lock:
             return list(self.connections)
+
+    def logged_in_count(self, besides=None) -> int:
+        """Sessions past their login (the ones 'user connections' counts)."""
+        with self._lock:
+            return sum(1 for c in self.connections.values() if c is not besides and c.session is not None)
 
     def kill_all(self) -> int:
         with self._lock:
@@ -364,6 +370,15 @@ class Connection:
             if faults.refuse_mode == "close":
                 return False
             self._login_failed(SqlError(18456, 14, 1, "Login failed for user '%s'." % login.user_name))
+            return False
+        limit = self.server.user_connections
+        if limit and self.server.logged_in_count(besides=self) >= limit:
+            # severity 20: the server closes the connection after the error
+            self.log("login_failed", user=login.user_name, number=17809)
+            self._login_failed(SqlError(17809, 20, 1, "Could not connect because the maximum number of '%d' "
+                                        "user connections has already been reached. The system administrator "
+                                        "can use sp_configure to increase the maximum value. The connection "
+                                        "has been closed." % limit))
             return False
         if login.integrated_security:
             self._login_failed(SqlError(18452, 14, 1, "Login failed. The login is from an untrusted "

@@ -151,5 +151,36 @@ class RefuseLogins(StandinTestCase):
         self.assertEqual(rc, 0, out)
 
 
+class UserConnections(StandinTestCase):
+    """sp_configure 'user connections': a login beyond the limit gets
+    17809 (severity 20) and its connection is closed; the sessions that
+    are logged in keep working, and one that ends frees its place."""
+
+    def tearDown(self):
+        self.standin.ctl("user_connections", max=0)
+        super().tearDown()
+
+    def test_login_beyond_the_limit_gets_17809(self):
+        first = RawClient(self.standin.port)
+        first.login()
+        try:
+            base = self.standin.ctl("user_connections")["logged_in"]
+            self.assertGreaterEqual(base, 1)
+            self.standin.ctl("user_connections", max=base)
+            rc, out, _ = harness.run_dblib(self.standin, "rows 1")
+            self.assertNotEqual(rc, 0)
+            self.assertIn("MSG 17809", out)
+            self.assertIn("maximum number of '%d' user connections" % base, out)
+            first.batch("rows 1")
+            self.assertTrue(first.read_message())          # the logged-in session is not affected
+            self.standin.ctl("user_connections", max=base + 1)
+            rc, out, _ = harness.run_dblib(self.standin, "rows 1")
+            self.assertEqual(rc, 0, out)
+        finally:
+            first.close()
+        with self.assertRaises(Exception):
+            self.standin.ctl("user_connections", max=-1)
+
+
 if __name__ == "__main__":
     unittest.main()
