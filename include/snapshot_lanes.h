@@ -22,10 +22,18 @@
 
 /*
  * The reader of the table's chunks: the one that has its batch in flight,
- * else a free one, opened (or reopened) if needed.  Raises on a failed
- * login like the worker's own session.
+ * else a free one, opened (or reopened) if needed.  NULL when SQL Server
+ * refused another session while others are open (the table waits for a
+ * free one); a refusal of the first lane raises like the worker's own
+ * session's.
  */
 extern SnapshotReader *snapshot_lane_for(int32 table_id);
+
+/*
+ * How many tables may copy at once as far as SQL Server is concerned: the
+ * lanes it admitted after a refusal (for a minute), else the most there are
+ */
+extern int	snapshot_lanes_admitted(void);
 
 /* Cancel what is in flight for tables not in copying (MssqlCdcTable *) */
 extern void snapshot_lanes_keep_only(List *copying);

@@ -200,6 +200,9 @@ extern char *tds_session_security_text(TdsSession *session);
 extern void tds_report_error(const char *server_name, const TdsRemoteError *err,
 							 const char *what) pg_attribute_noreturn();
 
+/* The DETAIL tds_report_error gives err (SQL Server's and db-lib's messages) */
+extern char *tds_error_detail_text(const TdsRemoteError *err);
+
 /* ---- batches ---------------------------------------------------------- */
 
 /*

@@ -261,8 +261,16 @@ extern bool worker_continue_after_gap(MssqlCdcTable *table);
 /* pending + 'initial': record L0 and start the snapshot; true when started */
 extern bool worker_start_snapshot(MssqlCdcTable *table);
 
-/* One chunk with its resume key; true while the snapshot has more to copy */
-extern bool worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table);
+/* What worker_copy_snapshot_chunk did */
+typedef enum SnapshotChunkResult
+{
+	SNAPSHOT_CHUNK_MORE,		/* a chunk committed, the copy goes on */
+	SNAPSHOT_CHUNK_DONE,		/* done, or stopped (removed, parked, changed) */
+	SNAPSHOT_CHUNK_NO_SESSION	/* SQL Server admits no session for it now */
+} SnapshotChunkResult;
+
+/* One chunk with its resume key, on the table's own session */
+extern SnapshotChunkResult worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table);
 
 /* A snapshot read under READ COMMITTED: a status warning, once per snapshot */
 extern void worker_note_snapshot_isolation(const MssqlCdcTable *table);
@@ -285,6 +293,12 @@ extern int	worker_snapshot_connections(void);
 
 /* A new session with the worker's connection settings; raises on failure */
 extern TdsSession *worker_open_session(void);
+
+/* The same, returning NULL with the login's error in *err */
+extern TdsSession *worker_try_open_session(TdsRemoteError *err);
+
+/* The foreign server's name, for the worker's own messages */
+extern const char *worker_source_name(void);
 
 /* The session of the work under way when it is not worker_session */
 extern TdsSession *worker_ctx_session;

@@ -277,6 +277,57 @@ check_capture_instances(CheckOutput *out, TdsSession *session)
 			 psprintf(INT64_FORMAT " capture instance%s visible", count, count == 1 ? "" : "s"));
 }
 
+/*
+ * The parallel copy's sessions: besides the worker's own, one per table
+ * copying at once (snapshot_connections).  Opens them all at once and
+ * closes them; a login SQL Server refuses (17809 and the like) is this
+ * check's row, since the worker then copies fewer tables at once.
+ */
+static void
+check_snapshot_sessions(CheckOutput *out, const MssqlServerOptions *opts)
+{
+	TdsSession *sessions[MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS];
+	TdsRemoteError err;
+	int			want = opts->snapshot_connections;
+	volatile int opened = 0;
+
+	memset(&err, 0, sizeof(err));
+	PG_TRY();
+	{
+		while (opened < want)
+		{
+			TdsSession *s = tds_session_try_open(opts, &err);
+
+			if (s == NULL)
+				break;
+			sessions[opened++] = s;
+		}
+	}
+	PG_FINALLY();
+	{
+		for (int i = 0; i < opened; i++)
+			tds_session_close(sessions[i]);
+	}
+	PG_END_TRY();
+
+	if (opened == want)
+		emit(out, "snapshot_sessions", true,
+			 psprintf("%d more session%s logged in next to this one (snapshot_connections %d: "
+					  "the worker's session and one per table copying at once)",
+					  want, want == 1 ? "" : "s", want));
+	else if (opened == 0)
+		emit(out, "snapshot_sessions", false,
+			 psprintf("no second session logged in (snapshot_connections %d): %s; no initial copy can "
+					  "start while SQL Server admits only the worker's own session",
+					  want, tds_error_detail_text(&err)));
+	else
+		emit(out, "snapshot_sessions", false,
+			 psprintf("only %d of %d more sessions logged in (snapshot_connections %d): %s; the worker "
+					  "copies %d table%s at once and the others wait, or lower snapshot_connections to %d",
+					  opened, want, want, tds_error_detail_text(&err), opened,
+					  opened == 1 ? "" : "s", opened));
+}
+
 Datum
 mssql_cdc_check_server(PG_FUNCTION_ARGS)
 {
@@ -306,6 +357,7 @@ mssql_cdc_check_server(PG_FUNCTION_ARGS)
 		check_cdc_and_snapshot(&out, session);
 		check_max_lsn(&out, session);
 		check_capture_instances(&out, session);
+		check_snapshot_sessions(&out, opts);
 		/* every object the worker reads, and the GRANT each one needs */
 		foreach(lc, check_server_access(session, server))
 		{

@@ -15,6 +15,15 @@
  * settings and on any error (the worker then exits and its restart
  * copies on from each table's committed resume key).
  *
+ * SQL Server may admit fewer sessions than snapshot_connections asks for
+ * (sp_configure 'user connections', Azure SQL's session limits, a logon
+ * trigger: error 17809 and the like).  A refused extra session is not an
+ * error of the source: the copies go on with the lanes that are open, the
+ * others wait for one to be free, no table starts a copy it could not get
+ * a session for (its L0 would only age), and the worker tries for more
+ * sessions again after a minute.  Only when not even one lane opens is
+ * the refusal raised, as for the worker's own session.
+ *
  * IDENTIFICATION
  *		src/snapshot_lanes.c
  *
@@ -22,13 +31,21 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "snapshot_lanes.h"
 #include "worker_internal.h"
 
 static SnapshotReader lanes[MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS];
 static MemoryContext lanes_context = NULL;
+
+/* After a refused login: the lanes SQL Server admitted, until when */
+#define LANE_LIMIT_RETRY_MS 60000
+static int	lanes_admitted = 0;		/* 0: no refusal in force */
+static TimestampTz lanes_admitted_until = 0;
+static int	lanes_admitted_warned = 0;	/* the limit last warned about */
 
 static void
 lane_close(SnapshotReader *lane)
@@ -40,9 +57,64 @@ lane_close(SnapshotReader *lane)
 	lane->sent_sql = NULL;		/* in lanes_context, reset with it */
 }
 
+static bool
+lane_limit_in_force(void)
+{
+	if (lanes_admitted > 0 && GetCurrentTimestamp() >= lanes_admitted_until)
+		lanes_admitted = 0;		/* try for more sessions again */
+	return lanes_admitted > 0;
+}
+
+/*
+ * A new lane's session, or NULL when SQL Server refused it while other
+ * lanes are open: the copies go on with those (see the file header).
+ */
+static TdsSession *
+lane_open(int open)
+{
+	TdsRemoteError err;
+	TdsSession *session;
+
+	if (lane_limit_in_force() && open >= lanes_admitted)
+		return NULL;
+	session = worker_try_open_session(&err);
+	if (session != NULL)
+		return session;
+	if (open == 0)
+		tds_report_error(worker_source_name(), &err, "opening a session for a snapshot copy");
+
+	lanes_admitted = open;
+	lanes_admitted_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LANE_LIMIT_RETRY_MS);
+	if (lanes_admitted_warned != open)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION),
+				 errmsg("mssql_cdc source \"%s\": could not open another snapshot session (%d open, "
+						"snapshot_connections is %d); copying %d table%s at once, the others wait",
+						worker_source_name(), open, worker_snapshot_connections(), open,
+						open == 1 ? "" : "s"),
+				 errdetail_internal("%s", tds_error_detail_text(&err)),
+				 errhint("SQL Server admits no more sessions for this login (its 'user connections' "
+						 "option, a session limit of the service tier, or a logon trigger).  Lower the "
+						 "server option snapshot_connections (ALTER SERVER %s OPTIONS (SET "
+						 "snapshot_connections '%d')) or let the login open more sessions; the worker "
+						 "tries again in a minute.",
+						 quote_identifier(worker_source_name()), open)));
+		lanes_admitted_warned = open;
+	}
+	return NULL;
+}
+
+int
+snapshot_lanes_admitted(void)
+{
+	return lane_limit_in_force() ? lanes_admitted : MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS;
+}
+
 SnapshotReader *
 snapshot_lane_for(int32 table_id)
 {
+	int			open = 0;
 	SnapshotReader *free_lane = NULL;
 	SnapshotReader *closed_lane = NULL;
 	int			i;
@@ -62,6 +134,7 @@ snapshot_lane_for(int32 table_id)
 				closed_lane = lane;
 			continue;
 		}
+		open++;
 		if (lane->sent_sql != NULL && lane->table_id == table_id)
 			return lane;
 		if (lane->sent_sql == NULL && free_lane == NULL)
@@ -71,8 +144,10 @@ snapshot_lane_for(int32 table_id)
 		return free_lane;
 	if (closed_lane == NULL)
 		elog(ERROR, "more tables copying at once than snapshot lanes");
+	closed_lane->session = lane_open(open);
+	if (closed_lane->session == NULL)
+		return NULL;
 	closed_lane->cxt = lanes_context;
-	closed_lane->session = worker_open_session();
 	return closed_lane;
 }
 

@@ -72,6 +72,8 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 {
 	static int32 next_table_id = 0;
 	TimestampTz started = GetCurrentTimestamp();
+	List	   *waiting = NIL;	/* copies without a session this time */
+	bool		progressed = false;
 	int			i = 0;
 
 	/* a batch read ahead for a table that stopped copying goes */
@@ -100,17 +102,38 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 		CHECK_FOR_INTERRUPTS();
 		i = i % list_length(copying);
 		table = list_nth(copying, i);
-		if (worker_copy_snapshot_chunk(server, table))
-			i++;
-		else
-			copying = list_delete_nth_cell(copying, i);
-		worker_note_snapshot_isolation(table);
+		switch (worker_copy_snapshot_chunk(server, table))
+		{
+			case SNAPSHOT_CHUNK_MORE:
+				progressed = true;
+				i++;
+				worker_note_snapshot_isolation(table);
+				break;
+			case SNAPSHOT_CHUNK_DONE:
+				progressed = true;
+				copying = list_delete_nth_cell(copying, i);
+				worker_note_snapshot_isolation(table);
+				break;
+			case SNAPSHOT_CHUNK_NO_SESSION:
+				/* out of this iteration's rounds; it keeps its copy */
+				copying = list_delete_nth_cell(copying, i);
+				waiting = lappend(waiting, table);
+				break;
+		}
 		if (ConfigReloadPending || cdc_slot_stop_requested() ||
 			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), mssql_cdc_poll_interval))
 			break;
 	}
 	if (copying == NIL)
-		return false;
+	{
+		/*
+		 * A copy waiting for a session starts the next iteration's turn,
+		 * at once if a copy ended and freed one
+		 */
+		if (waiting != NIL)
+			next_table_id = ((MssqlCdcTable *) linitial(waiting))->table_id;
+		return waiting != NIL && progressed;
+	}
 	next_table_id = ((MssqlCdcTable *) list_nth(copying, i % list_length(copying)))->table_id;
 	return true;
 }

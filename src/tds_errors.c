@@ -307,6 +307,16 @@ append_detail(StringInfo detail, const TdsRemoteError *err)
 	}
 }
 
+char *
+tds_error_detail_text(const TdsRemoteError *err)
+{
+	StringInfoData detail;
+
+	initStringInfo(&detail);
+	append_detail(&detail, err);
+	return detail.data;
+}
+
 static bool
 is_login_msg(int msgno)
 {
@@ -328,6 +338,11 @@ tds_report_error(const char *server_name, const TdsRemoteError *err, const char 
 	if (is_login_msg(err->msgno))
 		hint = psprintf("Check the username and password of the user mapping for server \"%s\" "
 						"(ALTER USER MAPPING), and that the SQL Server login is enabled.",
+						server_name);
+	else if (err->msgno == 17809)
+		hint = psprintf("SQL Server admits no more sessions (its 'user connections' option, a session limit of "
+						"the service tier, or a logon trigger).  The worker of server \"%s\" needs one session, "
+						"and one more per table copying at once (server option snapshot_connections).",
 						server_name);
 	else if (err->msgno == 4060 || err->msgno == 4063 || err->msgno == 916)
 		hint = psprintf("Check the database option of server \"%s\" and that the login has access to that database.",

@@ -315,6 +315,18 @@ worker_open_session(void)
 	return session;
 }
 
+TdsSession *
+worker_try_open_session(TdsRemoteError *err)
+{
+	return tds_session_try_open(session_opts, err);
+}
+
+const char *
+worker_source_name(void)
+{
+	return worker_server_name;
+}
+
 MssqlDataQueryMode
 worker_data_query_mode(void)
 {
@@ -542,7 +554,7 @@ run_iteration(void)
 	 * earlier copy must not age the later tables' start points towards a
 	 * retention overrun or a larger overlap.
 	 */
-	max_copies = worker_snapshot_connections();
+	max_copies = Min(worker_snapshot_connections(), snapshot_lanes_admitted());
 	copies = worker_count_copies(tables);
 
 	foreach(lc, tables)

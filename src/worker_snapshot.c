@@ -126,9 +126,8 @@ worker_start_snapshot(MssqlCdcTable *table)
 /*
  * One chunk of a snapshotting table, in its own transaction with the last
  * key copied (and, for the last chunk, the hand-over to streaming).
- * Returns true while the snapshot has more to copy.
  */
-bool
+SnapshotChunkResult
 worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 {
 	SnapshotReader *reader;
@@ -139,19 +138,25 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 	worker_ctx_table_id = table->table_id;
 	src = worker_describe_source(table);
 	if (src == NULL)
-		return false;
+		return SNAPSHOT_CHUNK_DONE;
 	if (snapshot_refusal(src) != NULL)
 	{
 		/* the key went away or changed type since the snapshot started */
 		worker_park_table(table, COND_NO_PRIMARY_KEY, snapshot_refusal(src),
 								  "Add a primary key to the source table and call mssql_cdc.resnapshot().");
-		return false;
+		return SNAPSHOT_CHUNK_DONE;
 	}
 	worker_ctx_capture_instance = src->capture_instance->name;
 	cdc_slot_report_phase(CDC_PHASE_SNAPSHOTTING);
 
 	/* the table's own session; its faults are this table's, like the main session's */
 	reader = snapshot_lane_for(table->table_id);
+	if (reader == NULL)
+	{
+		/* its turn comes again once another copy frees a session */
+		worker_clear_context();
+		return SNAPSHOT_CHUNK_NO_SESSION;
+	}
 	worker_ctx_session = reader->session;
 
 	worker_begin_xact();
@@ -163,7 +168,7 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 		/* what it read ahead is of a copy that does not go on like this */
 		snapshot_reader_discard(reader);
 		worker_clear_context();
-		return false;
+		return SNAPSHOT_CHUNK_DONE;
 	}
 	done = snapshot_copy_chunk(reader, table, src, worker_args.run_as,
 							   &worker_snapshot_isolation, &rows);
@@ -178,5 +183,5 @@ worker_copy_snapshot_chunk(MssqlCdcServer *server, MssqlCdcTable *table)
 				(errmsg("mssql_cdc source \"%s\": snapshot of %s.%s done (%lld rows), streaming from its start LSN",
 						worker_server_name, table->source_schema, table->source_table,
 						(long long) table->snapshot_rows)));
-	return !done;
+	return done ? SNAPSHOT_CHUNK_DONE : SNAPSHOT_CHUNK_MORE;
 }

@@ -127,7 +127,7 @@ my @names = map { (split /\|/)[0] } split /\n/, $rows;
 is_deeply(
 	\@names,
 	[qw(connect encryption database cdc_enabled snapshot_isolation max_lsn capture_instances
-		lsn_time_mapping captured_columns index_columns scan_sessions read_path)],
+		snapshot_sessions lsn_time_mapping captured_columns index_columns scan_sessions read_path)],
 	'check_server reports connect, encryption, the five prerequisites, then the objects the worker reads, in order');
 like($rows, qr/^lsn_time_mapping\|f\|Msg 208: Invalid object name 'cdc\.lsn_time_mapping'\.; cdc\.lsn_time_mapping exists once a sysadmin runs EXEC sys\.sp_cdc_enable_db$/m,
 	'lsn_time_mapping: missing before sp_cdc_enable_db, and why');
@@ -172,6 +172,15 @@ like($rows, qr/^snapshot_isolation\|t\|ALLOW_SNAPSHOT_ISOLATION is ON/m,
 like($rows, qr/^max_lsn\|t\|0x[0-9A-F]{20}$/m, 'max_lsn: binary(10) shown as an LSN literal');
 like($rows, qr/^capture_instances\|t\|1 capture instance visible$/m,
 	'capture_instances: the one enabled table is counted');
+like($rows, qr/^snapshot_sessions\|t\|4 more sessions logged in next to this one \(snapshot_connections 4:/m,
+	'snapshot_sessions: the parallel copy\'s sessions (default 4) log in next to the first');
+# SQL Server admitting 3 sessions in all (sp_configure 'user connections')
+standin_ctl('user_connections', 'max=3');
+my $limited = $node->safe_psql('postgres',
+	"SELECT ok, detail FROM mssql_cdc.check_server('src') WHERE check_name = 'snapshot_sessions'");
+standin_ctl('user_connections', 'max=0');
+like($limited, qr/^f\|only 2 of 4 more sessions logged in \(snapshot_connections 4\): Msg 17809, .*copies 2 tables at once and the others wait, or lower snapshot_connections to 2/s,
+	'snapshot_sessions: a session limit below snapshot_connections is shown, with the error and what follows');
 like($rows, qr/^table dbo\.orders\|t\|source table readable; capture instance dbo_orders; /m,
 	'before add_table, the tables of the visible capture instances are checked');
 
