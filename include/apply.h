@@ -25,6 +25,7 @@
 #include "lsn.h"
 #include "options.h"
 #include "source_schema.h"
+#include "tds_row_buffer.h"
 #include "tds_session.h"
 
 /* What one table got from one window */
@@ -110,10 +111,21 @@ extern SnapshotInsert *apply_snapshot_prepare(const MssqlCdcTable *table,
 											  const MssqlLsn *l0, List **select_exprs);
 
 /*
- * Insert the current TDS row (buffered: written in batches, see
- * staging_writer.h; its memory is freed when its batch is written).
+ * Check the column types of session's current result against the staging
+ * columns (once per chunk); apply_snapshot_row does it for a live row, a
+ * caller that keeps rows (tds_row_buffer.h) does it while the result is
+ * current.
  */
-extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session);
+extern void apply_snapshot_check_types(SnapshotInsert *ins, TdsSession *session);
+
+/*
+ * Insert one row (buffered: written in batches, see staging_writer.h; its
+ * memory is freed when its batch is written): with kept NULL the current
+ * TDS row, else kept row `row`, read on session.  Rows get their
+ * _cdc_seqval in the order they are inserted.
+ */
+extern void apply_snapshot_row(SnapshotInsert *ins, TdsSession *session,
+							   const TdsRowBuffer *kept, int row);
 
 extern void apply_snapshot_finish(SnapshotInsert *ins);
 

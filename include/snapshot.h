@@ -84,7 +84,8 @@ extern void snapshot_reader_discard(SnapshotReader *reader);
  * Copy one chunk of a table in phase 'snapshotting' (table as read from
  * the catalog: snapshot_lsn, snapshot_last_key), inside the caller's
  * transaction, after it locked the state row (apply_lock_snapshot), on
- * the reader's session.  Before the chunk's last inserts and its commit,
+ * the reader's session.  The chunk's rows are read into memory (up to a
+ * bound) before they are inserted; before the inserts and the commit,
  * the next chunk's batch is sent on that session (read ahead: nothing is
  * committed early, and the next chunk uses it only if it still starts
  * from this chunk's last key).  *isolation caches the database's snapshot

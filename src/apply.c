@@ -790,18 +790,28 @@ apply_snapshot_prepare(const MssqlCdcTable *table, const MssqlSourceTable *src, 
 }
 
 void
-apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
+apply_snapshot_check_types(SnapshotInsert *ins, TdsSession *session)
+{
+	/* a chunk is one result: its column types are checked at its first row */
+	if (!ins->types_checked)
+	{
+		check_data_types(session, ins->unit, "reading a snapshot chunk");
+		ins->types_checked = true;
+	}
+}
+
+void
+apply_snapshot_row(SnapshotInsert *ins, TdsSession *session, const TdsRowBuffer *kept,
+				   int row)
 {
 	StagingUnit *unit = ins->unit;
 	MemoryContext oldcxt;
 	int			i;
 
-	/* a chunk is one result: its column types are checked at its first row */
-	if (!ins->types_checked)
-	{
-		check_data_types(session, unit, "reading a snapshot chunk");
-		ins->types_checked = true;
-	}
+	if (kept == NULL)
+		apply_snapshot_check_types(ins, session);
+	else if (!ins->types_checked)
+		elog(ERROR, "kept snapshot rows whose types were not checked");
 	oldcxt = MemoryContextSwitchTo(unit->writer ? staging_writer_row_context(unit->writer)
 								   : mirror_sink_row_context(ins->mirror));
 	for (i = 0; i < unit->ncols; i++)
@@ -812,8 +822,10 @@ apply_snapshot_row(SnapshotInsert *ins, TdsSession *session)
 		switch (col->source)
 		{
 			case FROM_DATA:
-				unit->values[i] = tds_col_datum(session, col->tds_col, &col->target,
-												&unit->nulls[i]);
+				unit->values[i] = kept
+					? tds_row_buffer_datum(kept, session, row, col->tds_col, &col->target,
+										   &unit->nulls[i])
+					: tds_col_datum(session, col->tds_col, &col->target, &unit->nulls[i]);
 				break;
 			case FROM_LSN:
 				unit->values[i] = lsn_datum(unit, col, &ins->lsn);

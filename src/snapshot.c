@@ -33,6 +33,7 @@
 #include "mssql_cdc.h"
 #include "snapshot.h"
 #include "tds_convert.h"
+#include "tds_row_buffer.h"
 
 const char *
 snapshot_refusal(const MssqlSourceTable *src)
@@ -233,6 +234,28 @@ reader_receive(SnapshotReader *reader, const MssqlCdcTable *table, const char *s
 	tds_await(reader->session);
 }
 
+/*
+ * A chunk's rows are read into memory first, up to this many bytes (a
+ * chunk of the bench's narrow rows is ~0.6 MB), so that the next chunk's
+ * batch goes out before they are converted and inserted: SQL Server reads
+ * the next chunk while this one is written.  A chunk of bigger rows keeps
+ * this much and reads the rest as it inserts, so memory stays bounded.
+ */
+#define SNAPSHOT_KEEP_BYTES		(8 * 1024 * 1024)
+
+static void
+apply_kept_rows(SnapshotInsert *ins, TdsSession *session, const TdsRowBuffer *kept)
+{
+	int			n = tds_row_buffer_rows(kept);
+	int			row;
+
+	for (row = 0; row < n; row++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		apply_snapshot_row(ins, session, kept, row);
+	}
+}
+
 bool
 snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 					const MssqlSourceTable *src, Oid run_as,
@@ -253,6 +276,8 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 	MemoryContext keycxt;
 	MemoryContext oldcxt;
 	RawKeyValue *raw_keys;
+	TdsRowBuffer *kept;
+	bool		keeping = true;
 	bool		done;
 	int			i;
 
@@ -281,6 +306,7 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 	keycxt = AllocSetContextCreate(CurrentMemoryContext, "mssql_cdc snapshot key",
 								   ALLOCSET_SMALL_SIZES);
 	raw_keys = MemoryContextAllocZero(keycxt, sizeof(RawKeyValue) * nkey);
+	kept = tds_row_buffer_create(keycxt, SNAPSHOT_KEEP_BYTES);
 	reader_receive(reader, table, sql);
 	while (tds_next_result(session))
 	{
@@ -305,7 +331,15 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 						 errmsg("SQL Server (server \"%s\") sent more rows than the snapshot query's TOP (%d)",
 								tds_session_server_name(session), chunk_rows)));
 			}
-			apply_snapshot_row(ins, session);
+			apply_snapshot_check_types(ins, session);
+			if (keeping && !tds_row_buffer_add(kept, session))
+			{
+				/* a chunk of big rows: what is kept goes in now, the rest as read */
+				keeping = false;
+				apply_kept_rows(ins, session, kept);
+			}
+			else if (!keeping)
+				apply_snapshot_row(ins, session, NULL, 0);
 
 			/* only the last row's key is kept: one row's worth of memory */
 			for (i = 0; i < nkey; i++)
@@ -327,8 +361,9 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 
 	/*
 	 * Read ahead: the next chunk's batch goes out now, so that SQL Server
-	 * reads it while this chunk's last rows are inserted and committed.
-	 * It commits nothing: the next chunk uses it only if it starts from
+	 * reads it while this chunk's rows (all of them when they were kept,
+	 * else the last batch of them) are inserted and committed.  It commits
+	 * nothing: the next chunk uses it only if it starts from
 	 * the key this chunk commits (reader_receive compares the text); after
 	 * an error the worker restarts with new sessions from the committed
 	 * resume key.
@@ -337,6 +372,8 @@ snapshot_copy_chunk(SnapshotReader *reader, MssqlCdcTable *table,
 		reader_send_ahead(reader, table,
 						  chunk_batch(table, src, select_exprs, keys, chunk_rows, *isolation,
 									  last_key));
+	if (keeping)
+		apply_kept_rows(ins, session, kept);
 
 	apply_snapshot_finish(ins);
 	if (!apply_snapshot_wrote_mirror(ins))
