@@ -81,7 +81,7 @@ sub check_names
 # ---------------------------------------------------------------------------
 use_login('owner');
 is(check_names(),
-	'connect,encryption,database,cdc_enabled,snapshot_isolation,max_lsn,capture_instances,lsn_time_mapping,'
+	'connect,encryption,database,cdc_enabled,snapshot_isolation,max_lsn,capture_instances,snapshot_sessions,lsn_time_mapping,'
 	  . 'captured_columns,index_columns,scan_sessions,read_path,table dbo.orders,table dbo.notes',
 	'check_server: the permission rows follow connect, encryption and the five prerequisites, one row per captured table');
 my $c = checks();
