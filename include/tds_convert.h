@@ -74,10 +74,4 @@ extern Datum tds_value_to_datum(void *dbproc, int tds_type,
 								const uint8 *data, int len,
 								const TdsDatumTarget *target, bool *isnull);
 
-/* The PostgreSQL type a db-lib type maps to by default; InvalidOid if none */
-extern Oid	tds_type_pg_type(int tds_type);
-
-/* A readable name of a db-lib type code, for messages ("datetime2") */
-extern const char *tds_type_name(int tds_type);
-
 #endif							/* MSSQL_CDC_TDS_CONVERT_H */

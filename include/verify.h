@@ -2,9 +2,13 @@
  *
  * verify.h
  *		mssql_cdc.verify(): compare a captured SQL Server table with its
- *		mirror table (doc/mirror.md "verify()").  verify.c scans the source
- *		chunk by chunk by primary key and compares each chunk with the
- *		mirror rows of its keys; every key that differs is only a candidate
+ *		mirror table (doc/mirror.md "verify()").  The types of a run's
+ *		table, shared by its files: verify.c (the procedure, a table's
+ *		setting up), verify_scan.c (the source chunk by chunk by primary
+ *		key, each chunk compared with the mirror rows of its keys),
+ *		verify_mirror.c (those mirror queries, value equality),
+ *		verify_runs.c (the rows of mssql_cdc.verify_runs and
+ *		verify_mismatches).  Every key that differs is only a candidate
  *		until verify_recheck.c has re-read it on both sides at a point where
  *		no concurrent change can explain the difference.
  *
@@ -26,7 +30,6 @@
 #include "snapshot.h"
 #include "source_schema.h"
 #include "tds_convert.h"
-#include "tds_session.h"
 
 /* A column compared: a staged source column and its mirror column */
 typedef struct VerifyColumn
@@ -85,35 +88,5 @@ typedef struct VerifyTable
 
 /* How many candidate keys a run keeps per table before it stops collecting */
 #define VERIFY_MAX_CANDIDATES	100000
-
-/* verify.c: as the catalog owner, record a settled key of the run */
-extern void verify_record(VerifyTable *vt, VerifyKind kind, const Datum *key,
-						  List *columns, const MssqlLsn *mirror_lsn);
-
-/* verify.c: the progress row of the table, written as the catalog owner */
-extern void verify_report_progress(VerifyTable *vt, const char *state, const char *message);
-
-/* verify.c: SELECT-list of the mirror columns ("m.a, m.b") */
-extern char *verify_mirror_columns(VerifyTable *vt);
-
-/* verify.c: the ON clause joining m with unnest's s(_k1, ...) */
-extern char *verify_key_join(VerifyTable *vt);
-
-/* verify.c: "unnest($first, ...) WITH ORDINALITY AS s(_k1, ..., _ord)" */
-extern char *verify_key_unnest(VerifyTable *vt, int first_param);
-
-/* verify.c: key values of nrows rows as arrays, parameters of unnest */
-extern void verify_key_arrays(VerifyTable *vt, Datum **keys, int nrows, Datum *arrays,
-							  Oid *array_types);
-
-/* verify.c: are two values of column col the same (NULLs included)? */
-extern bool verify_values_equal(const VerifyColumn *col, Datum a, bool anull, Datum b, bool bnull);
-
-/*
- * verify_recheck.c: settle every candidate of the table (see there), up to
- * deadline; commit between batches when nonatomic.
- */
-extern void verify_recheck(TdsSession *session, VerifyTable *vt, TimestampTz deadline,
-						   bool nonatomic);
 
 #endif							/* MSSQL_CDC_VERIFY_H */

@@ -14,6 +14,7 @@
 
 #include "tds_convert.h"
 #include "tds_session_internal.h"
+#include "tds_type.h"
 
 /* ---- columns ------------------------------------------------------------ */
 
@@ -101,17 +102,6 @@ tds_col_datum(TdsSession *session, int col, const struct TdsDatumTarget *target,
 }
 
 /* ---- checking the shape of a result ------------------------------------- */
-
-/* Type codes libtds reports that sybdb.h does not name (as in tds_convert.c) */
-#ifndef SYBUNIQUE
-#define SYBUNIQUE		36
-#endif
-#define SESSION_XSYBVARBINARY	165
-#define SESSION_XSYBBINARY		173
-#define SESSION_XSYBVARCHAR		167
-#define SESSION_XSYBCHAR		175
-#define SESSION_XSYBNVARCHAR	231
-#define SESSION_XSYBNCHAR		239
 
 void
 tds_mark_malformed(TdsSession *session)
@@ -210,11 +200,11 @@ source_type_allows(const char *name, int type)
 			type == SYBINTN;
 	if (name_in(name, strings))
 		return type == SYBCHAR || type == SYBVARCHAR || type == SYBTEXT || type == SYBNTEXT ||
-			type == SYBNVARCHAR || type == SESSION_XSYBCHAR || type == SESSION_XSYBVARCHAR ||
-			type == SESSION_XSYBNCHAR || type == SESSION_XSYBNVARCHAR;
+			type == SYBNVARCHAR || type == TDS_XSYBCHAR || type == TDS_XSYBVARCHAR ||
+			type == TDS_XSYBNCHAR || type == TDS_XSYBNVARCHAR;
 	if (name_in(name, binaries))
 		return type == SYBBINARY || type == SYBVARBINARY || type == SYBIMAGE ||
-			type == SESSION_XSYBBINARY || type == SESSION_XSYBVARBINARY;
+			type == TDS_XSYBBINARY || type == TDS_XSYBVARBINARY;
 	if (name_in(name, datetimes))
 		return type == SYBMSDATE || type == SYBMSTIME || type == SYBMSDATETIME2 ||
 			type == SYBMSDATETIMEOFFSET || type == SYBDATETIME || type == SYBDATETIME4 ||

@@ -59,7 +59,9 @@
 #include "utils/timestamp.h"
 
 #include "type_map.h"
-#include "verify.h"
+#include "verify_mirror.h"
+#include "verify_recheck.h"
+#include "verify_runs.h"
 
 /* keys per re-check batch: one SQL Server batch and one mirror query each */
 #define RECHECK_BATCH	200

@@ -2,7 +2,7 @@
 # with its minimum, maximum, NULL and tricky values goes through the
 # stand-in, FreeTDS and the worker into a staging table, and each staged
 # value is compared with a PostgreSQL literal written by hand (t/lib/TypeMatrix.pm, not
-# derived from src/tds_convert.c).  The same cases run twice: streamed
+# derived from src/tds_convert*.c).  The same cases run twice: streamed
 # (inserts after add_table, snapshot_mode never) and copied by the initial
 # snapshot (rows present before add_table, snapshot_mode initial).  Until
 # the snapshot path copies rows, its value assertions run as TODO.

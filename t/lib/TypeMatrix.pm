@@ -2,7 +2,7 @@
 # every SQL Server type of doc/type-mapping.md with its minimum, maximum,
 # NULL and tricky values, the PostgreSQL column type it is staged as and the
 # PostgreSQL literal expected for each value (written by hand, not derived
-# from src/tds_convert.c).
+# from src/tds_convert*.c).
 package TypeMatrix;
 
 use strict;
