@@ -156,7 +156,8 @@ while ($kills < $kills_wanted || $stops < $stops_wanted || $in_stream < 4)
 	# enough crashes in the copy: let it finish
 	$si->ctl('rtt', 'ms=0') if !$copying || $in_copy >= 3;
 	my $stall_set = 0;
-	if (rand() < 0.35)
+	# (until one crash has hit inside a unit, every round tries to)
+	if (rand() < 0.35 || $in_unit == 0)
 	{
 		# inside a chunk (the copy's SELECT stops after a few rows, which
 		# are already in the chunk's open transaction) or inside a window
