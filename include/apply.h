@@ -5,9 +5,10 @@
  *		changes into its staging table, and write the checkpoint in the same
  *		transaction.
  *
- * Invariant 1: the only writer of table_state.checkpoint_lsn in streaming is
- * apply_commit_checkpoint(), called in the transaction that inserted the
- * rows it covers.
+ * Invariant 1: the only writers of table_state.checkpoint_lsn in streaming
+ * are apply_commit_checkpoint() and, for the tables of a window that had no
+ * rows in it, apply_commit_checkpoints_without_rows(), called in the
+ * transaction that inserted the rows they cover.
  *
  * IDENTIFICATION
  *		include/apply.h
@@ -85,9 +86,31 @@ extern ApplyResult apply_read_changes(TdsSession *session, const MssqlCdcTable *
  */
 extern bool apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint);
 
+/*
+ * apply_lock_table_state() for n tables in one statement (the tables of a
+ * window without rows of theirs, issue 16 point 5): locked[i] false means
+ * "skip table_ids[i] in this window".
+ */
+extern void apply_lock_table_states(const int32 *table_ids, int n, const MssqlLsn *checkpoint,
+									bool *locked);
+
+/*
+ * Run a catalog SELECT (as the extension owner) whose first column is a
+ * table id: found[i] says whether table_ids[i] is among its rows.
+ */
+extern void apply_mark_table_ids(const char *sql, int nargs, Oid *types, Datum *values,
+								 const int32 *table_ids, int n, bool *found);
+
 /* The window's checkpoint and counters of one table (same transaction). */
 extern void apply_commit_checkpoint(int32 table_id, const MssqlLsn *to,
 									const ApplyResult *result, TimestampTz commit_time);
+
+/*
+ * The window's checkpoint of n tables that read no row in it, in one
+ * statement (same transaction; their counters stay).
+ */
+extern void apply_commit_checkpoints_without_rows(const int32 *table_ids, int n,
+												  const MssqlLsn *to, TimestampTz commit_time);
 
 /* pending + snapshot_mode never: start streaming at the source's max LSN. */
 extern void apply_start_streaming(int32 table_id, const MssqlLsn *start);

@@ -59,13 +59,19 @@ typedef struct CdcPoll
 /*
  * A capture instance's low watermark (sys.fn_cdc_get_min_lsn), read in the
  * same round trip as a window's end: fetched says it was read, known that
- * it was not NULL.
+ * it was not NULL.  With probe set, the same batch first asks whether its
+ * change table has rows in (checkpoint, max_lsn] (an index seek on its
+ * clustered key): has_rows false says it has none in the window, read
+ * BEFORE the low watermark, so that a cleanup which removed them raised
+ * that mark first (the retention check sees it).
  */
 typedef struct CdcMinLsn
 {
 	const char *capture_instance;
+	bool		probe;
 	bool		fetched;
 	bool		known;
+	bool		has_rows;
 	MssqlLsn	lsn;
 } CdcMinLsn;
 
@@ -78,8 +84,10 @@ typedef struct CdcMinLsn
  * known (0 otherwise); *transactions the number of source transactions
  * in the window (0 or 1: every change row of it has one commit LSN).
  * The same batch reads the low watermarks of the nmins capture instances
- * of mins (the window's retention checks), and with lag (not NULL) the
- * source transactions in (checkpoint, lag_upto] (cdc_lag.h).
+ * of mins (the window's retention checks), before them whether the change
+ * tables of those with probe set have rows in (checkpoint, max_lsn], and
+ * with lag (not NULL) the source transactions in (checkpoint, lag_upto]
+ * (cdc_lag.h).
  */
 extern bool cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 								  const MssqlLsn *max_lsn, int max_transactions,

@@ -32,4 +32,7 @@
  */
 extern bool table_settings_current(const MssqlCdcTable *table);
 
+/* table_settings_current() of n tables in one statement, into current[i] */
+extern void table_settings_current_many(MssqlCdcTable *const *tables, int n, bool *current);
+
 #endif							/* MSSQL_CDC_TABLE_SETTINGS_H */

@@ -207,13 +207,17 @@ typedef struct WindowRecheck
  * The window holds at most mssql_cdc.batch_max_rows rows up to the end of
  * the transaction that reaches them: the table whose read spends the
  * budget ends the window there (*to, *end_time) for the tables after it.
- * results[i].rows is -1 for a table that sits the window out.  Returns
+ * results[i].rows is -1 for a table that sits the window out.  A table
+ * whose has_rows[i] is false (its change table has no row in the window,
+ * cdc_choose_window_end) has no change query in the request and reads 0
+ * rows; its state row, checkpoint and low watermark recheck stay.  Returns
  * true (transaction rolled back) when a table read before the cut has rows
  * beyond the new end: read it again with that end.  no_changes: the
  * window holds no source transaction (nothing to read, no request).
  */
 extern bool window_read(List *ready, List *instances, List *switches,
-						const MssqlLsn *checkpoint, const MssqlLsn *from, MssqlLsn *to,
+						const bool *has_rows, const MssqlLsn *checkpoint,
+						const MssqlLsn *from, MssqlLsn *to,
 						TimestampTz *end_time, int transactions, bool no_changes,
 						ApplyResult *results, int64 *window_rows,
 						int64 *window_transactions_seen, WindowRecheck *recheck);

@@ -95,6 +95,90 @@ apply_lock_table_state(int32 table_id, const MssqlLsn *checkpoint)
 						  table_id, checkpoint, NIL);
 }
 
+/* table ids as an int4[] parameter */
+static Datum
+id_array(const int32 *table_ids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(table_ids[i]);
+	return PointerGetDatum(construct_array(elems, n, INT4OID, sizeof(int32), true,
+										   TYPALIGN_INT));
+}
+
+void
+apply_mark_table_ids(const char *sql, int nargs, Oid *types, Datum *values,
+					 const int32 *table_ids, int n, bool *found)
+{
+	CatalogOwnerScope scope;
+	uint64		r;
+	int			i;
+
+	memset(found, 0, sizeof(bool) * n);
+	if (n == 0)
+		return;
+	catalog_become_owner(&scope);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "catalog statement failed: %s", sql);
+	for (r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+
+		for (i = 0; i < n; i++)
+			if (table_ids[i] == id)
+				found[i] = true;
+	}
+	SPI_finish();
+	catalog_restore_user(&scope);
+}
+
+void
+apply_lock_table_states(const int32 *table_ids, int n, const MssqlLsn *checkpoint, bool *locked)
+{
+	Oid			types[2] = {INT4ARRAYOID, TEXTOID};
+	Datum		values[2];
+
+	values[0] = id_array(table_ids, n);
+	values[1] = mssql_lsn_text_datum(checkpoint);
+	apply_mark_table_ids("SELECT table_id FROM mssql_cdc.table_state"
+						 " WHERE table_id = ANY ($1) AND phase = 'streaming'"
+						 " AND checkpoint_lsn OPERATOR(mssql_cdc.=) $2::mssql_cdc.lsn"
+						 " ORDER BY table_id FOR UPDATE",
+						 2, types, values, table_ids, n, locked);
+}
+
+void
+apply_commit_checkpoints_without_rows(const int32 *table_ids, int n, const MssqlLsn *to,
+									  TimestampTz commit_time)
+{
+	Oid			types[3] = {INT4ARRAYOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	if (n == 0)
+		return;
+	values[0] = id_array(table_ids, n);
+	values[1] = mssql_lsn_text_datum(to);
+	values[2] = TimestampTzGetDatum(commit_time);
+	if (commit_time == 0)
+		nulls[2] = 'n';
+	/* apply_commit_checkpoint's update with no rows and no transactions */
+	if (run_catalog("UPDATE mssql_cdc.table_state SET"
+					" checkpoint_lsn = $2::mssql_cdc.lsn,"
+					" last_commit_time = coalesce($3, last_commit_time),"
+					" consecutive_failures = 0,"
+					" updated_at = pg_catalog.now()"
+					" WHERE table_id = ANY ($1)",
+					3, types, values, nulls, SPI_OK_UPDATE) != (uint64) n)
+		elog(ERROR, "table_state rows of tables without rows vanished during their window");
+}
+
 void
 apply_commit_checkpoint(int32 table_id, const MssqlLsn *to, const ApplyResult *result,
 						TimestampTz commit_time)

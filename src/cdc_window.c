@@ -120,6 +120,62 @@ cdc_read_max_lsn(TdsSession *session, MssqlLsn *max_lsn, TimestampTz *max_time)
 	return found;
 }
 
+/*
+ * One row, one column per probed capture instance: 1 when its change table
+ * has a row in (checkpoint, max_lsn].  The change table is clustered on
+ * __$start_lsn first, so each EXISTS is an index seek.  Returns how many
+ * instances are probed.
+ */
+static int
+append_row_probes(StringInfo sql, CdcMinLsn *mins, int nmins, const MssqlLsn *checkpoint,
+				  const MssqlLsn *max_lsn)
+{
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < nmins; i++)
+	{
+		mins[i].has_rows = true;	/* unless the probe says otherwise */
+		if (!mins[i].probe)
+			continue;
+		appendStringInfo(sql,
+						 "%sCASE WHEN EXISTS (SELECT 1 FROM cdc.%s"
+						 " WHERE [__$start_lsn] > %s AND [__$start_lsn] <= %s) THEN 1 ELSE 0 END",
+						 n++ == 0 ? "; SELECT " : ", ",
+						 tds_quote_ident(psprintf("%s_CT", mins[i].capture_instance)),
+						 lsn_literal(checkpoint), lsn_literal(max_lsn));
+	}
+	return n;
+}
+
+/* The probes' row (append_row_probes): has_rows of each probed instance */
+static void
+read_row_probes(TdsSession *session, CdcMinLsn *mins, int nmins, int nprobes)
+{
+	bool		seen = false;
+	int			i;
+
+	while (tds_next_row(session))
+	{
+		int			col = 0;
+
+		if (seen)
+			continue;			/* drain */
+		seen = true;
+		tds_expect_num_cols(session, nprobes, "asking which change tables have rows in a window");
+		for (i = 0; i < nmins; i++)
+		{
+			char	   *text;
+
+			if (!mins[i].probe)
+				continue;
+			text = tds_col_text(session, ++col);
+			/* anything but a plain 0 reads the table, as without the probe */
+			mins[i].has_rows = text == NULL || strcmp(text, "0") != 0;
+		}
+	}
+}
+
 bool
 cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					  const MssqlLsn *max_lsn, int max_transactions,
@@ -130,6 +186,7 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 	StringInfoData sql;
 	int			nrows = 0;
 	int			nresult = 0;
+	int			nprobes;
 	int			i;
 	MssqlLsn	last;
 	TimestampTz last_time = 0;
@@ -144,6 +201,13 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					 " ORDER BY start_lsn",
 					 max_transactions, cdc_commit_time_sql(server_zone, "tran_end_time"),
 					 lsn_literal(checkpoint), lsn_literal(max_lsn));
+	/*
+	 * which change tables have rows in the window at all (issue 16 point 5:
+	 * a quiet table costs an index seek, not a change query), read before
+	 * the low watermarks: rows cleanup removed before this read raised the
+	 * mark read after it
+	 */
+	nprobes = append_row_probes(&sql, mins, nmins, checkpoint, max_lsn);
 	/* the same round trip reads the low watermarks the window checks */
 	for (i = 0; i < nmins; i++)
 	{
@@ -162,9 +226,14 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 		if (tds_num_cols(session) == 0)
 			continue;
 		nresult++;
-		if (lag != NULL && nresult == (nmins > 0 ? 3 : 2))
+		if (lag != NULL && nresult == (nmins > 0 ? 3 : 2) + (nprobes > 0))
 		{
 			*lag = cdc_read_transaction_count(session);
+			continue;
+		}
+		if (nprobes > 0 && nresult == 2)
+		{
+			read_row_probes(session, mins, nmins, nprobes);
 			continue;
 		}
 		while (tds_next_row(session))
@@ -178,7 +247,7 @@ cdc_choose_window_end(TdsSession *session, const MssqlLsn *checkpoint,
 					last_time = 0;
 				continue;
 			}
-			if (nmins == 0 || nresult != 2 || seen)
+			if (nmins == 0 || nresult != 2 + (nprobes > 0) || seen)
 				continue;		/* drain */
 			seen = true;
 			tds_expect_num_cols(session, nmins, "reading the low watermarks of a window");

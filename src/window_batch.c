@@ -5,8 +5,10 @@
  *		queries of every table, one result set each, and after them the
  *		low-watermark recheck and the window's fingerprint, all in one SQL
  *		batch read in turn (issue 16, points 2 and 5).  A window costs the
- *		same number of round trips with 5 tables as with 200: a table
- *		without rows in the window costs an empty result set, not a request.
+ *		same number of round trips with 5 tables as with 200, and a table
+ *		without rows in the window (told by the window end's batch,
+ *		cdc_choose_window_end) has no change query in it: its state row and
+ *		checkpoint move with the window, its low watermark is rechecked.
  *
  * The invariants hold as with one query per table:
  *
@@ -101,7 +103,8 @@ append_recheck(StringInfo sql, List *instances, const ApplyResult *results, cons
 		MssqlSourceTable *src = lfirst(lc);
 
 		if (results[i++].rows >= 0)
-			appendStringInfo(sql, "%ssys.fn_cdc_get_min_lsn(%s)", n++ > 0 ? ", " : "; SELECT ",
+			appendStringInfo(sql, "%ssys.fn_cdc_get_min_lsn(%s)",
+							 n++ > 0 ? ", " : sql->len > 0 ? "; SELECT " : "SELECT ",
 							 tds_quote_nstring(src->capture_instance->name));
 	}
 	appendStringInfo(sql, "; %s", source_fingerprint_sql(to));
@@ -180,6 +183,49 @@ recheck_marks(int ntables, const ApplyResult *results, const MssqlLsn *from,
 }
 
 /*
+ * prepare_tables for the tables without rows in the window, together: one
+ * statement locks their state rows, one reads their settings (after the
+ * lock, as for one table: a settings change that locked a row first has
+ * committed by then).  Those moved or changed sit the window out (-1).
+ */
+static void
+prepare_tables_without_rows(List *ready, const bool *has_rows, const MssqlLsn *checkpoint,
+							ApplyResult *results)
+{
+	int			ntables = list_length(ready);
+	int32	   *ids = palloc(sizeof(int32) * ntables);
+	MssqlCdcTable **tables = palloc(sizeof(MssqlCdcTable *) * ntables);
+	int		   *at = palloc(sizeof(int) * ntables);
+	bool	   *ok = palloc(sizeof(bool) * ntables);
+	int			n = 0;
+	int			m = 0;
+	int			i;
+
+	for (i = 0; i < ntables; i++)
+		if (!has_rows[i])
+		{
+			tables[n] = list_nth(ready, i);
+			ids[n] = tables[n]->table_id;
+			at[n++] = i;
+		}
+	apply_lock_table_states(ids, n, checkpoint, ok);
+	for (i = 0; i < n; i++)
+	{
+		if (!ok[i])
+		{
+			results[at[i]].rows = -1;
+			continue;
+		}
+		tables[m] = tables[i];
+		at[m++] = at[i];
+	}
+	table_settings_current_many(tables, m, ok);
+	for (i = 0; i < m; i++)
+		if (!ok[i])
+			results[at[i]].rows = -1;
+}
+
+/*
  * The Postgres side of each table before the batch is sent, in the
  * window's transaction: a concurrent remove_table/resnapshot wins, and a
  * settings change (alter_table, pause) takes effect here (rows -1: the
@@ -188,27 +234,32 @@ recheck_marks(int ntables, const ApplyResult *results, const MssqlLsn *from,
  * change query of every table that reads to sql.
  */
 static void
-prepare_tables(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
-			   const MssqlLsn *from, const MssqlLsn *to, const ApplyLimits *limits,
-			   bool no_changes, ApplyResult *results, StringInfo sql)
+prepare_tables(List *ready, List *instances, List *switches, const bool *has_rows,
+			   const MssqlLsn *checkpoint, const MssqlLsn *from, const MssqlLsn *to,
+			   const ApplyLimits *limits, bool no_changes, ApplyResult *results,
+			   StringInfo sql)
 {
 	ListCell   *lc;
 	ListCell   *lc2;
 	ListCell   *lc3;
 	int			i = 0;
 
+	prepare_tables_without_rows(ready, has_rows, checkpoint, results);
 	forthree(lc, ready, lc2, instances, lc3, switches)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 		MssqlSourceTable *src = lfirst(lc2);
 		StagingDiff *switch_diff = lfirst(lc3);
 
+		/* no row in the window: nothing to write, no query (its checkpoint still moves) */
+		if (!has_rows[i++])
+			continue;
 		worker_ctx_table_id = table->table_id;
 		worker_ctx_capture_instance = src->capture_instance->name;
 		if (!apply_lock_table_state(table->table_id, checkpoint) ||
 			!table_settings_current(table))
 		{
-			results[i++].rows = -1;
+			results[i - 1].rows = -1;
 			continue;
 		}
 		/* from here a failure is this table's (worker_staging_park.c) */
@@ -224,7 +275,6 @@ prepare_tables(List *ready, List *instances, List *switches, const MssqlLsn *che
 							 apply_change_query(table, src, worker_server_zone,
 												worker_data_query_mode(), from, to, limits));
 		worker_ctx_window_table = false;
-		i++;
 	}
 	worker_ctx_capture_instance = NULL;
 	worker_ctx_table_id = 0;
@@ -236,7 +286,8 @@ prepare_tables(List *ready, List *instances, List *switches, const MssqlLsn *che
  * later table's budget cut it at).
  */
 static bool
-read_tables(List *ready, List *instances, const MssqlLsn *checkpoint, const MssqlLsn *from,
+read_tables(List *ready, List *instances, const bool *has_rows,
+			const MssqlLsn *checkpoint, const MssqlLsn *from,
 			const MssqlLsn *query_to, MssqlLsn *to, TimestampTz *end_time,
 			ApplyLimits *limits, ApplyResult *results, int64 *window_rows,
 			int64 *window_transactions_seen)
@@ -251,10 +302,10 @@ read_tables(List *ready, List *instances, const MssqlLsn *checkpoint, const Mssq
 		MssqlCdcTable *table = lfirst(lc);
 		MssqlSourceTable *src = lfirst(lc2);
 
-		if (results[i].rows < 0)
+		if (results[i].rows < 0 || !has_rows[i])
 		{
 			i++;
-			continue;			/* sat out: not in the batch */
+			continue;			/* sat out, or no row: not in the batch */
 		}
 		worker_ctx_table_id = table->table_id;
 		worker_ctx_capture_instance = src->capture_instance->name;
@@ -291,7 +342,8 @@ read_tables(List *ready, List *instances, const MssqlLsn *checkpoint, const Mssq
 }
 
 bool
-window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkpoint,
+window_read(List *ready, List *instances, List *switches, const bool *has_rows,
+			const MssqlLsn *checkpoint,
 			const MssqlLsn *from, MssqlLsn *to, TimestampTz *end_time, int transactions,
 			bool no_changes, ApplyResult *results, int64 *window_rows,
 			int64 *window_transactions_seen, WindowRecheck *recheck)
@@ -301,6 +353,7 @@ window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 	MssqlLsn	query_to = *to;
 	int			ntables = list_length(ready);
 	int			i;
+	int			first;
 	bool		reread = false;
 
 	limits.one_transaction = transactions <= 1;
@@ -313,8 +366,8 @@ window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 	source_fingerprint_lock(worker_server_name);
 
 	initStringInfo(&sql);
-	prepare_tables(ready, instances, switches, checkpoint, from, to, &limits, no_changes,
-				   results, &sql);
+	prepare_tables(ready, instances, switches, has_rows, checkpoint, from, to, &limits,
+				   no_changes, results, &sql);
 
 	/*
 	 * Every table sits this window out, or the window holds no source
@@ -324,21 +377,25 @@ window_read(List *ready, List *instances, List *switches, const MssqlLsn *checkp
 	 * removed before are told by the low watermarks read with the window's
 	 * end, which cleanup raises first).  The checkpoint still moves to the
 	 * window's end (invariant 5), without a request; the fingerprint stored
-	 * with an earlier window names the same last transaction.
+	 * with an earlier window names the same last transaction.  A window
+	 * whose tables have no row in it (has_rows) still sends the recheck
+	 * and the fingerprint of its end, without a change query.
 	 */
-	if (sql.len == 0)
+	for (first = 0; first < ntables && results[first].rows < 0; first++)
+		;
+	if (no_changes || first == ntables)
 		return false;
 	append_recheck(&sql, instances, results, to);
 
 	PG_TRY();
 	{
-		/* a failure of the request itself is the first table's, as before */
-		for (i = 0; i < ntables && results[i].rows < 0; i++)
+		/* a failure of the request itself is the first queried table's, as before */
+		for (i = first; i < ntables && (results[i].rows < 0 || !has_rows[i]); i++)
 			;
-		worker_ctx_table_id = ((MssqlCdcTable *) list_nth(ready, i))->table_id;
+		worker_ctx_table_id = ((MssqlCdcTable *) list_nth(ready, i < ntables ? i : first))->table_id;
 		tds_exec(worker_session, sql.data);
 		worker_ctx_table_id = 0;
-		reread = read_tables(ready, instances, checkpoint, from, &query_to, to, end_time,
+		reread = read_tables(ready, instances, has_rows, checkpoint, from, &query_to, to, end_time,
 							 &limits, results, window_rows, window_transactions_seen);
 		if (!reread)
 			recheck->any_overrun = recheck_marks(ntables, results, from, &query_to,

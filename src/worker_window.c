@@ -96,6 +96,21 @@ window_min_lsn(const CdcMinLsn *mins, int nmins, const char *ci, MssqlLsn *min_l
 	return cdc_get_min_lsn(worker_session, ci, min_lsn);
 }
 
+/*
+ * Whether the window's batch reads ci's changes: false only when the probe
+ * read with the window's end found no row of it in the window.
+ */
+static bool
+window_has_rows(const CdcMinLsn *mins, int nmins, const char *ci)
+{
+	int			i;
+
+	for (i = 0; i < nmins; i++)
+		if (mins[i].fetched && mins[i].probe && strcmp(mins[i].capture_instance, ci) == 0)
+			return mins[i].has_rows;
+	return true;
+}
+
 static MssqlSourceTable *
 check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
 				   const CdcMinLsn *mins, int nmins, StagingDiff **switch_diff)
@@ -369,6 +384,32 @@ apply_mirrors(List *ready, List *instances, const ApplyResult *results,
 }
 
 /*
+ * Every table's checkpoint moves to the window's end, with its rows; those
+ * without rows in it all in one statement.
+ */
+static void
+commit_checkpoints(List *ready, const bool *has_rows, const ApplyResult *results,
+				   const MssqlLsn *to, TimestampTz end_time)
+{
+	int32	   *quiet = palloc(sizeof(int32) * list_length(ready));
+	int			nquiet = 0;
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, ready)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (results[i].rows >= 0 && !has_rows[i])
+			quiet[nquiet++] = table->table_id;
+		else if (results[i].rows >= 0)
+			apply_commit_checkpoint(table->table_id, to, &results[i], end_time);
+		i++;
+	}
+	apply_commit_checkpoints_without_rows(quiet, nquiet, to, end_time);
+}
+
+/*
  * Apply one window to a group of tables that share checkpoint `checkpoint`,
  * ending at `cap` at the latest when it is not NULL (the checkpoint of the
  * group ahead, worker_catch_up.c).  Returns true when the window was full
@@ -394,6 +435,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	WindowRecheck recheck;
 	CdcMinLsn  *mins;
 	int			nmins = 0;
+	bool	   *has_rows;		/* per ready table: the batch reads its rows */
 	int64	   *lag;
 	ListCell   *lc;
 	ListCell   *lc2;
@@ -434,9 +476,18 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 			window_max = before_successor;
 		/* transactions open across sp_cdc_enable_table stay with the older instance */
 		ci_route_open_transactions(worker_session, &plans[i], &from, &window_max);
-		/* its low watermark comes with the window's end (check_table_source) */
+		/*
+		 * its low watermark comes with the window's end (check_table_source),
+		 * and whether its change table has rows in the window: direct reads
+		 * only (the login of data_query_mode 'function' may not read the
+		 * change table), and not for a switch, which commits even without rows
+		 */
 		if (plan_instance(lfirst(lc), &plans[i]) != NULL)
+		{
+			mins[nmins].probe = worker_data_query_mode() == MSSQL_QUERY_DIRECT &&
+				plans[i].kind != CI_SWITCH;
 			mins[nmins++].capture_instance = plan_instance(lfirst(lc), &plans[i]);
+		}
 		i++;
 	}
 	lag = NULL;
@@ -461,6 +512,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	worker_ctx_has_range = true;
 
 	/* source checks first, outside the window's transaction */
+	has_rows = palloc(sizeof(bool) * list_length(group));
 	i = 0;
 	foreach(lc, group)
 	{
@@ -472,6 +524,8 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		src = check_table_source(table, &from, &plans[i++], mins, nmins, &switch_diff);
 		if (src == NULL)
 			continue;
+		has_rows[list_length(ready)] = switch_diff != NULL ||
+			window_has_rows(mins, nmins, src->capture_instance->name);
 		ready = lappend(ready, table);
 		instances = lappend(instances, src);
 		switches = lappend(switches, switch_diff);
@@ -487,7 +541,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	recheck.marks = palloc(sizeof(MssqlLsn) * list_length(ready));
 
 	/* THE window: every table's rows and checkpoints, one transaction, one request */
-	while (window_read(ready, instances, switches, checkpoint, &from, &to, &end_time,
+	while (window_read(ready, instances, switches, has_rows, checkpoint, &from, &to, &end_time,
 					   transactions, transactions == 0, results, &window_rows,
 					   &window_transactions_seen, &recheck))
 		memset(results, 0, sizeof(ApplyResult) * list_length(ready));
@@ -503,15 +557,7 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		return true;			/* the other tables read the window again */
 	}
 
-	i = 0;
-	foreach(lc, ready)
-	{
-		MssqlCdcTable *table = lfirst(lc);
-
-		if (results[i].rows >= 0)
-			apply_commit_checkpoint(table->table_id, &to, &results[i], end_time);
-		i++;
-	}
+	commit_checkpoints(ready, has_rows, results, &to, end_time);
 	if (recheck.fingerprint.known)
 		source_fingerprint_store(worker_server_name, &recheck.fingerprint);
 	relax_window_limit(server, transactions);

@@ -162,7 +162,7 @@ while ($kills < $kills_wanted || $stops < $stops_wanted)
 	{
 		# a point inside a window: the change query of c2 gets no answer,
 		# after c1's rows went into the window's open transaction
-		$si->ctl('stall', 'seconds=3', 'match=[dbo_c2_CT]');
+		$si->ctl('stall', 'seconds=3', 'match=[dbo_c2_CT] AS c');
 		$stall_set = 1;
 		# the fault is gone once the worker ran into it: the next window
 		# with changes (a window without any sends no change query)

@@ -140,7 +140,7 @@ ok( $node->poll_query_until('postgres',
 		qq{SELECT last_poll_at > '$caught_up_at' FROM mssql_cdc.worker_state()}),
 	'and polls again, with nothing to read');
 insert_tx(1) for 1 .. 3;
-$si->ctl('stall', 'seconds=2', 'match=[dbo_f1_CT]');
+$si->ctl('stall', 'seconds=2', 'match=[dbo_f1_CT] AS c');
 $si->ctl('capture_resume');
 ok( $node->poll_query_until('postgres', q{SELECT lag_transactions = 3 FROM mssql_cdc.status}),
 	'three source transactions behind: lag_transactions is 3')

@@ -137,7 +137,7 @@ ok(staged('1'), 'a row committed before the change arrived');
 # the capture job stops (the max LSN stays), and the next window will stall:
 # the worker then shows the lag across the change
 $si{$_}->ctl('capture_freeze') for @names;
-$si{$_}->ctl('stall', 'seconds=6', 'match=[dbo_t_CT]') for @names;
+$si{$_}->ctl('stall', 'seconds=6', 'match=[dbo_t_CT] AS c') for @names;
 $si{$_}->tsql_ok(q{INSERT INTO dbo.t (id, note) VALUES (2, 'backlog')}) for @names;
 ok(wait_offset($si{$_}, 120), "$_: the server's offset changed to +02:00") for @names;
 # committed after the change, published together with the backlog

@@ -193,7 +193,7 @@ q1(q{SELECT mssql_cdc.alter_table('src', 'dbo.q', update_before => true)});
 $si->ctl('capture_freeze');
 $si->tsql_ok(q{BEGIN TRANSACTION; UPDATE dbo.q SET a = 100 WHERE id = 3; UPDATE dbo.q SET a = 101 WHERE id = 3;
                UPDATE dbo.q SET a = 102 WHERE id = 3; UPDATE dbo.q SET a = 103 WHERE id = 3; COMMIT});
-$si->ctl('stall', 'after_rows=3', 'hold=true', 'match=dbo_q_v2_CT');
+$si->ctl('stall', 'after_rows=3', 'hold=true', 'match=[dbo_q_v2_CT] AS c');
 $si->ctl('capture_now');
 my $deadline = time + 60;
 sleep(0.05) until $si->ctl('faults') =~ /"held": \[\{/ || time > $deadline;

@@ -302,7 +302,7 @@ for my $kind (sort keys %kinds)
 	my $since = last_error_id();
 	$si->ctl('capture_freeze');
 	insert_tx();
-	$si->ctl('corrupt', "kind=$kind", 'match=[dbo_s_CT]');
+	$si->ctl('corrupt', "kind=$kind", 'match=[dbo_s_CT] AS c');
 	$si->ctl('capture_resume');
 	ok(wait_fault_taken(), "$what: the worker received it");
 	sigterm_while_streaming($what) if $spec->{forever};

@@ -163,7 +163,7 @@ while ($kills < $kills_wanted || $stops < $stops_wanted || $in_stream < 4)
 		# are already in the chunk's open transaction) or inside a window
 		# (m2's change query gets no answer after m1's rows were applied)
 		$si->ctl('stall', 'seconds=3',
-			$copying ? ('after_rows=' . (1 + int(rand(8))), 'match=SELECT TOP') : 'match=[dbo_m2_CT]');
+			$copying ? ('after_rows=' . (1 + int(rand(8))), 'match=SELECT TOP') : 'match=[dbo_m2_CT] AS c');
 		$stall_set = 1;
 		usleep(300_000 + int(rand(400_000)));
 	}

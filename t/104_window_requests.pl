@@ -108,6 +108,24 @@ if (open(my $fh, '<', $log))
 # window: transactions stay whole), so a window holds up to about 25 rows
 # per busy table: the 150 rows take two windows or more.
 cmp_ok($windows, '>=', 2, 'the row budget (25) split the backlog into several windows');
+
+# A table without rows in a window has no change query in its batch (issue
+# 16 point 5): the window end's batch told which change tables have rows.
+my %is_busy = map { $_ => 1 } @busy;
+my @quiet = map { sprintf('t%02d', $_) } grep { !$is_busy{$_} } 1 .. $ntables;
+my ($change_batches, $quiet_queries) = (0, 0);
+if (open(my $fh, '<', $log))
+{
+	for my $line (grep { /"sql"/ && /AS c WITH \(NOLOCK\)/ } <$fh>)
+	{
+		$change_batches++;
+		$quiet_queries += grep { $line =~ /\[dbo_${_}_CT\] AS c/ } @quiet;
+	}
+	close $fh;
+}
+cmp_ok($change_batches, '>=', 2, 'the backlog was read in change batches');
+is($quiet_queries, 0,
+	scalar(@quiet) . ' quiet tables: no change query of theirs in any change batch');
 # at most two requests per poll (the poll and, idle, the window end that
 # finds no transaction), and per window its end and its change batch (plus
 # the fingerprint again at a cut window's new end): none per table (before:
