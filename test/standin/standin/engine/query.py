@@ -81,13 +81,65 @@ class StoredSource(Source):
         cl = self.table.cluster
         return cl[0] if cl else None
 
-    def iterate(self, ctx, lower=None, upper=None):
+    def iterate(self, ctx, lower=None, upper=None, backward=False):
+        if backward:
+            return scan_table_backward(ctx, self.table, lower, upper)
         if lower is not None and len(self.table.cluster) > 1:
             lower = (lower,)          # composite keys are tuples; a 1-tuple sorts before all its extensions
         return scan_table(ctx, self.table, lower, upper)
 
     def upper_bound_column(self):
         return self.lower_bound_column()
+
+    def backward_order_ok(self, positions):
+        """ORDER BY <the one clustering column> DESC: a backward range scan
+        of the clustered index (ENGINE.md, "Storage")."""
+        return positions == self.table.cluster and len(positions) == 1
+
+
+def scan_table_backward(ctx, table, lower=None, upper=None):
+    """scan_table from the top: the keys <= upper (all without it), highest
+    first, down to lower; for a table clustered on one column, whose keys
+    are plain values.  Same locking and snapshot as scan_table."""
+    lock = ctx.engine.lock
+    snap, txn = ctx.read_view()
+    nolock = table.nolock_reads
+    if not nolock:
+        ctx.engine.register_snapshot(snap)
+    session = ctx.session
+    try:
+        last = None
+        while True:
+            with lock:
+                if nolock:
+                    snap = ctx.engine.seq
+                keys = table.keys
+                if last is None:
+                    i = len(keys) if upper is None else bisect.bisect_right(keys, upper)
+                else:
+                    i = bisect.bisect_left(keys, last)
+                rows = table.rows
+                chunk = []
+                done = False
+                while len(chunk) < CHUNK:
+                    if i == 0 or (lower is not None and keys[i - 1] < lower):
+                        done = True
+                        break
+                    i -= 1
+                    k = keys[i]
+                    rv = visible(rows.get(k), snap, txn)
+                    if rv is not None:
+                        chunk.append(rv)
+                    last = k
+                if last is None:
+                    done = True
+            for rv in chunk:
+                yield rv.values, rv
+            if done or session.cancelled:
+                return
+    finally:
+        if not nolock:
+            ctx.engine.unregister_snapshot(snap)
 
 
 def scan_table(ctx, table, lower=None, upper=None):
@@ -711,7 +763,8 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     # ORDER BY
     order_fns = []
     order_positions = []
-    natural_ok = False
+    backward_positions = []
+    natural_ok = backward = False
     if sel.order_by:
         for e, desc in sel.order_by:
             pos = None
@@ -731,6 +784,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
                 it = items[pos]
                 order_fns.append(((lambda p, s, i=pos: p[i]), it[1].type, desc))
                 order_positions.append(it[2] if not desc else None)
+                backward_positions.append(it[2] if desc else None)
             else:
                 f, t = comp.compile(e)
                 if t.name in T.LOB_OLD_TYPES:
@@ -738,12 +792,18 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
                                    "sorted, except when using IS NULL or LIKE operator.", line)
                 order_fns.append(((lambda p, s, f=f: f(s)), t, desc))
                 ix = None
-                if isinstance(e, A.ColRef) and not desc and not agg_mode:
+                if isinstance(e, A.ColRef) and not agg_mode:
                     ix = scope.resolve(e.parts, line).index
-                order_positions.append(ix)
+                order_positions.append(ix if not desc else None)
+                backward_positions.append(ix if desc else None)
         if not agg_mode and source is not None and None not in order_positions \
                 and source.natural_order_ok(order_positions):
             natural_ok = True
+        elif not agg_mode and isinstance(source, StoredSource) and None not in backward_positions \
+                and source.backward_order_ok(backward_positions) \
+                and not source.cols[backward_positions[0]][2]:
+            # a NOT NULL key read from the top: DESC needs no sort
+            natural_ok = backward = True
     elif source is not None and not agg_mode:
         natural_ok = True
 
@@ -786,7 +846,12 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
         if source is None:
             yield (), None
             return
-        it = source.iterate(ctx, lower, upper) if upper is not None else source.iterate(ctx, lower)
+        if backward:
+            it = source.iterate(ctx, lower, upper, backward=True)
+        elif upper is not None:
+            it = source.iterate(ctx, lower, upper)
+        else:
+            it = source.iterate(ctx, lower)
         for row, rv in it:
             if where_fn is None or where_fn(row) is True:
                 yield row, rv
