@@ -7,7 +7,8 @@ cProfile, so the figures are the stand-in's own cost per row.
 
 Shapes: the snapshot's keyset chunk (SELECT TOP (n) ... WHERE (id > last)
 ORDER BY id, src/snapshot.c) and the change query over a window of 1,000
-source transactions of 10 rows (src/cdc_window.c)."""
+source transactions of 10 rows (src/cdc_window.c) with the window's
+fingerprint (src/source_identity.c)."""
 
 import argparse
 import cProfile
@@ -116,6 +117,9 @@ END""" % (a.rows // 10, COLS, COLS))
                                    "FROM cdc.fn_cdc_get_all_changes_dbo_changes(0x%s, 0x%s, N'all update old') "
                                    "ORDER BY __$start_lsn, __$seqval, __$operation"
                                    % (COLS, lo.hex(), hi.hex()))
+            # the window's fingerprint, the change batch's last statement (src/source_identity.c)
+            serve(eng, s, "SELECT TOP (1) start_lsn, tran_id, tran_end_time FROM cdc.lsn_time_mapping "
+                          "WHERE start_lsn <= 0x%s AND tran_id <> 0x00 ORDER BY start_lsn DESC" % hi.hex())
         return total
     measure("change query, windows of 1,000 transactions (streaming)", windows, a.top)
     eng.shutdown()

@@ -349,6 +349,28 @@ class KeysetSeekCostTest(EngineTest):
         self.assertEqual([r[0] for r in rows], list(range(90001, 90011)))
         self.assertGreaterEqual(n, 90000)
 
+    def test_descending_top_seeks_from_the_upper_bound(self):
+        """ORDER BY key DESC reads the clustered index backwards from its
+        upper bound (SQL Server's backward range scan): TOP (1) below a bound
+        deep in the table, as the worker's window fingerprint asks
+        cdc.lsn_time_mapping, visits about one chunk, not every key below it."""
+        from standin.engine.query import CHUNK
+        for sql, want in (("SELECT TOP (1) id FROM big WHERE id <= 90000 ORDER BY id DESC", [90000]),
+                          ("SELECT TOP (3) id FROM big WHERE id < CAST(N'90000' AS int) ORDER BY id DESC",
+                           [89999, 89998, 89997]),
+                          ("SELECT TOP (2) id FROM big WHERE id <= 90000 AND v IS NOT NULL OR id = 5 "
+                           "ORDER BY id DESC", [90000, 89999])):
+            rows, n = self.examined(sql)
+            self.assertEqual([r[0] for r in rows], want, sql)
+            self.assertLessEqual(n, CHUNK, "%s visited %d rows" % (sql, n))
+        # both bounds: the scan ends at the lower one, results exact
+        rows, n = self.examined("SELECT id FROM big WHERE id > 89990 AND id <= 90000 ORDER BY id DESC")
+        self.assertEqual([r[0] for r in rows], list(range(90000, 89990, -1)))
+        self.assertLessEqual(n, CHUNK)
+        # a key with several columns still sorts (results checked in CompositeKeysetTest)
+        rows, n = self.examined("SELECT TOP (1) a FROM big2 WHERE a <= 900 ORDER BY a DESC")
+        self.assertEqual(rows, [(900,)])
+
     def test_composite_bound_seeks(self):
         from standin.engine.query import CHUNK
         rows, n = self.examined("SELECT TOP (5) a, b FROM big2 WHERE ([a] > CAST(N'900' AS int)) OR "
