@@ -286,7 +286,7 @@ check_capture_instances(CheckOutput *out, TdsSession *session)
 static void
 check_snapshot_sessions(CheckOutput *out, const MssqlServerOptions *opts)
 {
-	TdsSession *sessions[MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS];
+	TdsSession *volatile sessions[MSSQL_CDC_MAX_SNAPSHOT_CONNECTIONS];
 	TdsRemoteError err;
 	int			want = opts->snapshot_connections;
 	volatile int opened = 0;
