@@ -158,7 +158,9 @@ while ($kills < $kills_wanted || $stops < $stops_wanted)
 	}
 	my $stalled = 0;
 	my $stall_set = 0;
-	if (rand() < 0.3)
+	# (every round until five crashes hit inside a window, then at random:
+	# c2's change query runs only in windows where c2 has rows)
+	if (rand() < 0.3 || $stalled_crashes < 5)
 	{
 		# a point inside a window: the change query of c2 gets no answer,
 		# after c1's rows went into the window's open transaction
