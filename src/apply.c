@@ -35,6 +35,7 @@
 
 #include "access/table.h"
 #include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -193,6 +194,115 @@ change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 	}
 }
 
+/*
+ * A before-image (operation 3) that the changelog does not keep is read
+ * for the mirror only, which needs it where the update moved the row to
+ * another key: the 3 holds the old key, which the mirror deletes
+ * (mirror_apply.c).  One whose 4 has the same key is of no use to the
+ * mirror (the 4 comes after it in execution order and is the key's
+ * change), so it is held back until the next row and dropped when that
+ * is its 4 with the same key: it is neither written to the staging table
+ * (or the window's temporary table) nor deleted from it again.  Keys are
+ * compared as their TDS bytes: equal bytes are the same key, and a key
+ * equal in other bytes (a case-insensitive collation) only keeps a
+ * before-image that was not needed.  The held row's values stay in the
+ * writer's row context, which only a write resets (staging_writer.h).
+ */
+typedef struct HeldBefore
+{
+	int			nkey;			/* 0: before-images are never held */
+	int		   *key_cols;		/* the key's TDS result columns */
+	bool		held;
+	ChangeKey	key;
+	Datum	   *values;
+	bool	   *nulls;
+	StringInfoData *bytes;		/* the held row's key columns, as read */
+	bool	   *key_nulls;
+} HeldBefore;
+
+static void
+held_init(HeldBefore *h, const MssqlCdcTable *table, const MssqlSourceTable *src,
+		  List *source_cols, const StagingUnit *unit)
+{
+	ListCell   *lc;
+	int			n = 0;
+	int			i;
+
+	memset(h, 0, sizeof(*h));
+	if (!mirror_enabled(table) || (table->changelog && table->update_before) || src->nkey <= 0)
+		return;
+	h->key_cols = palloc(sizeof(int) * list_length(source_cols));
+	foreach(lc, source_cols)
+		if (((const MssqlColumn *) lfirst(lc))->is_key)
+			h->key_cols[n++] = CDC_COL_FIRST_DATA + foreach_current_index(lc);
+	/* a key column not read: nothing to compare */
+	if (n != src->nkey)
+		return;
+	h->nkey = n;
+	h->values = palloc(sizeof(Datum) * unit->ncols);
+	h->nulls = palloc(sizeof(bool) * unit->ncols);
+	h->key_nulls = palloc(sizeof(bool) * n);
+	h->bytes = palloc(sizeof(StringInfoData) * n);
+	for (i = 0; i < n; i++)
+		initStringInfo(&h->bytes[i]);
+}
+
+/* Hold the current row, a before-image; its values are unit's */
+static void
+held_take(HeldBefore *h, TdsSession *session, const StagingUnit *unit, const ChangeKey *key)
+{
+	int			i;
+
+	for (i = 0; i < h->nkey; i++)
+	{
+		int			len;
+		const uint8 *data = tds_col_data(session, h->key_cols[i], &len);
+
+		resetStringInfo(&h->bytes[i]);
+		h->key_nulls[i] = data == NULL;
+		if (data != NULL)
+			appendBinaryStringInfo(&h->bytes[i], (const char *) data, len);
+	}
+	memcpy(h->values, unit->values, sizeof(Datum) * unit->ncols);
+	memcpy(h->nulls, unit->nulls, sizeof(bool) * unit->ncols);
+	h->key = *key;
+	h->held = true;
+}
+
+/* Whether the current row is the held before-image's 4 with the same key */
+static bool
+held_pair(const HeldBefore *h, TdsSession *session, const MssqlLsn *start_lsn)
+{
+	MssqlLsn	seqval;
+	int			i;
+
+	if (mssql_lsn_cmp(start_lsn, &h->key.start_lsn) != 0 || row_operation(session) != 4 ||
+		row_command_id(session) != h->key.command_id)
+		return false;
+	row_lsn(session, CDC_COL_SEQVAL, &seqval);
+	if (mssql_lsn_cmp(&seqval, &h->key.seqval) != 0)
+		return false;
+	for (i = 0; i < h->nkey; i++)
+	{
+		int			len;
+		const uint8 *data = tds_col_data(session, h->key_cols[i], &len);
+
+		if ((data == NULL) != h->key_nulls[i] ||
+			(data != NULL && (len != h->bytes[i].len || memcmp(data, h->bytes[i].data, len) != 0)))
+			return false;
+	}
+	return true;
+}
+
+/* Write the held before-image (if any) */
+static void
+held_write(HeldBefore *h, StagingUnit *unit)
+{
+	if (h->held)
+		staging_writer_add(unit->writer, h->values, h->nulls);
+	h->held = false;
+}
+
 char *
 apply_change_query(const MssqlCdcTable *table, const MssqlSourceTable *src,
 				   const char *server_zone, MssqlDataQueryMode mode,
@@ -233,6 +343,7 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 	bool		drain = false;	/* the rest of the result is not this window's */
 	int			expected_cols;
 	bool		ordered = !limits->one_transaction;
+	HeldBefore	held;
 
 	memset(&result, 0, sizeof(result));
 	/* the lock INSERT takes anyway; held to commit */
@@ -248,6 +359,7 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 	unit = staging_unit_open(rel, src, CDC_COL_FIRST_DATA, run_as, &source_cols);
 	table_close(rel, NoLock);
 	expected_cols = CDC_COL_FIRST_DATA - 1 + list_length(source_cols);
+	held_init(&held, table, src, source_cols, unit);
 
 	/* the next result set of the batch is this table's (statements without one skipped) */
 	do
@@ -326,6 +438,14 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 			if (!cdc_col_commit_time(session, CDC_COL_COMMIT_TIME, &result.last_commit_time))
 				result.last_commit_time = 0;
 		}
+		/* before the row's values: writing the held row may reset their memory */
+		if (held.held)
+		{
+			if (held_pair(&held, session, &key.start_lsn))
+				held.held = false;
+			else
+				held_write(&held, unit);
+		}
 		change_row_values(session, unit, &key);
 		/* asked for by the mirror only: not a change the table keeps */
 		if (key.op == 3 && !table->update_before)
@@ -367,10 +487,14 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 		result.last_lsn = key.start_lsn;
 		MemoryContextSwitchTo(oldcxt);
 
-		staging_writer_add(unit->writer, unit->values, unit->nulls);
+		if (key.op == 3 && held.nkey > 0)
+			held_take(&held, session, unit, &key);
+		else
+			staging_writer_add(unit->writer, unit->values, unit->nulls);
 		result.rows++;
 	}
 
+	held_write(&held, unit);
 	staging_unit_close(unit);
 	return result;
 }
