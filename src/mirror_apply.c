@@ -40,6 +40,7 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 
@@ -263,16 +264,33 @@ build_inserts_sql(const char *staging, const char *mirror, const MirrorColumn *c
 }
 
 /*
+ * Subtransactions of inserts-only windows in one transaction at most: a
+ * transaction with more subtransaction XIDs than its PGPROC caches makes
+ * every other backend's snapshots look them up in pg_subtrans.  A window
+ * with more tables applies the rest with the general statement.
+ */
+#define INSERTS_ONLY_PER_XACT	(PGPROC_MAX_CACHED_SUBXIDS / 2)
+
+/*
  * Run the inserts-only statement in a subtransaction; false (and nothing
  * done) when the window needs the general statement.
  */
 static bool
 try_inserts_only(const char *sql, Oid *types, Datum *values)
 {
+	static LocalTransactionId xact = InvalidLocalTransactionId;
+	static int	tried = 0;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool done = false;
 
+	if (xact != MyProc->lxid)
+	{
+		xact = MyProc->lxid;
+		tried = 0;
+	}
+	if (tried++ >= INSERTS_ONLY_PER_XACT)
+		return false;
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
