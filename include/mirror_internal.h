@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * mirror_internal.h
- *		What mirror_apply.c and mirror_rebuild.c share: the mirror's
- *		columns and pieces of the SQL built over them.
+ *		What the mirror's files share: its columns and pieces of the SQL
+ *		built over them, and running SQL as run_as (mirror_sql.c, so that
+ *		mirror_apply.c and mirror_rebuild.c need not include each other),
+ *		and whether a rebuild's shadow is being filled (mirror_rebuild.c).
  *
  * IDENTIFICATION
  *		include/mirror_internal.h
@@ -16,6 +18,7 @@
 
 #include "lib/stringinfo.h"
 
+#include "catalog.h"
 #include "source_schema.h"
 
 /* One staged column of the mirror */
