@@ -201,7 +201,7 @@ def main():
             report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
                                          ntables=a.rtt_tables, many_rows=a.rtt_rows)
             print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
-            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows)
+            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows, a.chunk_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

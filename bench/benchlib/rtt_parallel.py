@@ -3,7 +3,14 @@
 table reads on a session of its own, doc/snapshot.md "Parallel copy") next
 to one table at a time (snapshot_connections 1), and the worker's requests
 per chunk (mssql_cdc.worker_state(): requests_sent / snapshot_chunks, its
-start and polls included)."""
+start and polls included).
+
+Twice: with the run's snapshot_chunk_rows (10,000 by default), where a
+table copied alone already reads its next chunk while it writes the
+current one, so the copy is bound by CPU, not by round trips; and with
+SMALL_CHUNK_ROWS, where each chunk's round trip is long next to its
+writing, the case parallel sessions are for (a SQL Server far away, or
+small chunks to keep streaming lag low)."""
 
 import time
 
@@ -14,6 +21,7 @@ from .rtt import counts, create_server, label, per
 
 TABLES = ["par%d" % i for i in range(1, 5)]
 MODES = (("parallel", 4), ("one at a time", 1))
+SMALL_CHUNK_ROWS = 1000
 
 
 def create_tables(si, rows):
@@ -38,10 +46,27 @@ def add_initial(pg, server, table, timeout=60):
             time.sleep(0.2)
 
 
-def copy_at(si, pg, ms, connections):
+def set_chunk_rows(pg, chunk_rows):
+    """mssql_cdc.snapshot_chunk_rows for the workers started from now on
+    (None: the run's own setting back); a reload, seen by a new session
+    once the postmaster has it."""
+    if chunk_rows is None:
+        pg.psql("ALTER SYSTEM RESET mssql_cdc.snapshot_chunk_rows")
+    else:
+        pg.psql("ALTER SYSTEM SET mssql_cdc.snapshot_chunk_rows = %d" % chunk_rows)
+    pg.psql("SELECT pg_reload_conf()")
+    want = None if chunk_rows is None else str(chunk_rows)
+    deadline = time.time() + 30
+    while want is not None and pg.psql("SHOW mssql_cdc.snapshot_chunk_rows") != want:
+        if time.time() > deadline:
+            raise RuntimeError("mssql_cdc.snapshot_chunk_rows did not become %s" % want)
+        time.sleep(0.1)
+
+
+def copy_at(si, pg, ms, connections, chunks):
     """The four tables added at once to a new foreign server; timed until
     all four stream (every chunk committed, each hand-over done)."""
-    server = "rtt_par%d_%s" % (connections, label(ms))
+    server = "rtt_par%d_%s_%s" % (connections, label(ms), chunks)
     create_server(pg, si, server)
     pg.psql("ALTER SERVER %s OPTIONS (ADD snapshot_connections '%d')" % (server, connections))
     si.ctl("requests", reset=True)
@@ -59,21 +84,27 @@ def copy_at(si, pg, ms, connections):
     return r
 
 
-def parallel_copy(si, pg, delays, rows):
-    """{"<ms>": {"parallel": {...}, "one at a time": {...}}}; the delay is
-    back at 0 afterwards."""
+def parallel_copy(si, pg, delays, rows, chunk_rows):
+    """{"<chunk rows>": {"<ms>": {"parallel": {...}, "one at a time": {...}}}}
+    for the run's chunk_rows and SMALL_CHUNK_ROWS; the delay is back at 0
+    and the chunk size at the run's afterwards."""
     create_tables(si, rows)
     results = {}
     try:
-        for ms in delays:
-            si.ctl("rtt", ms=ms)
-            results[str(ms)] = {}
-            for name, connections in MODES:
-                t0 = time.time()
-                results[str(ms)][name] = copy_at(si, pg, ms, connections)
-                print("   RTT %s ms: 4-table copy %s: %.1f s" % (ms, name, time.time() - t0), flush=True)
+        for chunks in sorted({chunk_rows, SMALL_CHUNK_ROWS}, reverse=True):
+            set_chunk_rows(pg, chunks)
+            results[str(chunks)] = {}
+            for ms in delays:
+                si.ctl("rtt", ms=ms)
+                results[str(chunks)][str(ms)] = {}
+                for name, connections in MODES:
+                    t0 = time.time()
+                    results[str(chunks)][str(ms)][name] = copy_at(si, pg, ms, connections, chunks)
+                    print("   RTT %s ms, chunks of %d rows: 4-table copy %s: %.1f s"
+                          % (ms, chunks, name, time.time() - t0), flush=True)
     finally:
         si.ctl("rtt", ms=0)
+        set_chunk_rows(pg, None)
     return results
 
 
@@ -86,28 +117,43 @@ def table(results, rows):
     """Markdown lines for the report."""
     lines = ["### Initial copy of four tables at a simulated round trip: parallel vs one at a time", "",
              "Four narrow tables of %d rows each added at once; parallel: `snapshot_connections` 4 (each table "
-             "on a session of its own, chunks read ahead), one at a time: `snapshot_connections` 1. Requests: "
-             "the worker's own counters over the whole copy (its start and polls included)." % rows, "",
-             "| RTT | copy | rows | seconds | rows/s | × one at a time | requests | chunks | requests per chunk |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for ms, res in results.items():
-        for name, _ in MODES:
-            r = res[name]
-            v = speedup(res) if name == "parallel" else None
-            lines.append("| %s ms | %s | %d | %.2f | %.0f | %s | %d | %d | %s |" % (
-                ms, name, r["rows"], r["seconds"], r["rows"] / r["seconds"] if r["seconds"] else 0,
-                "–" if v is None else "%.2f" % v, r["requests"], r["chunks"],
-                "–" if r.get("requests_per_chunk") is None else "%.2f" % r["requests_per_chunk"]))
+             "on a session of its own, chunks read ahead), one at a time: `snapshot_connections` 1; each at the "
+             "run's `snapshot_chunk_rows` and at %d rows per chunk. With large chunks a table copied alone "
+             "already reads its next chunk while it writes the current one (the copy is bound by CPU: one "
+             "worker process writes every table's chunks); with small ones each chunk's round trip is long "
+             "next to its writing, which parallel sessions overlap. Requests: the worker's own counters over "
+             "the whole copy (its start and polls included)." % (rows, SMALL_CHUNK_ROWS), "",
+             "| chunk rows | RTT | copy | rows | seconds | rows/s | × one at a time | requests | chunks | "
+             "requests per chunk |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for chunks, by_ms in by_chunk_rows(results):
+        for ms, res in by_ms.items():
+            for name, _ in MODES:
+                r = res[name]
+                v = speedup(res) if name == "parallel" else None
+                lines.append("| %s | %s ms | %s | %d | %.2f | %.0f | %s | %d | %d | %s |" % (
+                    chunks, ms, name, r["rows"], r["seconds"], r["rows"] / r["seconds"] if r["seconds"] else 0,
+                    "–" if v is None else "%.2f" % v, r["requests"], r["chunks"],
+                    "–" if r.get("requests_per_chunk") is None else "%.2f" % r["requests_per_chunk"]))
     return lines + [""]
+
+
+def by_chunk_rows(results):
+    """[(chunk rows, {"<ms>": ...})], largest chunks first; a report of
+    before the two chunk sizes ({"<ms>": ...}) as the run's own size."""
+    if results and all("parallel" in v for v in results.values()):
+        return [("run's", results)]
+    return sorted(results.items(), key=lambda kv: -int(kv[0]))
 
 
 def target_rows(results):
     """(label, value, met) for the targets table: ≥ 2.5× at 10 ms and more."""
     out = []
-    for ms, res in results.items():
-        if float(ms) < 10:
-            continue
-        v = speedup(res)
-        out.append(("4-table initial copy at %s ms RTT, parallel ≥ 2.5× one at a time" % ms, v,
-                    v is not None and v >= 2.5))
+    for chunks, by_ms in by_chunk_rows(results):
+        for ms, res in by_ms.items():
+            if float(ms) < 10:
+                continue
+            v = speedup(res)
+            out.append(("4-table initial copy at %s ms RTT, chunks of %s rows, parallel ≥ 2.5× one at a time"
+                        % (ms, chunks), v, v is not None and v >= 2.5))
     return out
