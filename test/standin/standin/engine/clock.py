@@ -44,6 +44,11 @@ WINDOWS_ZONES = {
 }
 
 UTC = datetime.timezone.utc
+_WINDOWS_BY_LOWER = {win.lower(): (win, iana) for win, iana in WINDOWS_ZONES.items()}
+# IANA zones with one UTC offset for all time: AT TIME ZONE needs no rules
+# for them (a change query converts every row's commit time to UTC)
+_CONSTANT_OFFSETS = {"UTC": 0}
+_NAMED = {}                       # lower Windows name -> Zone (zones are never changed)
 
 
 def fixed_zone_name(minutes):
@@ -61,14 +66,21 @@ class Zone:
         self.name = name
         self.tz = tz
         self.fixed = fixed_minutes
+        # the offset at every instant, or None when the rules say when
+        self.constant_offset = fixed_minutes if tz is None else _CONSTANT_OFFSETS.get(tz.key)
 
     @classmethod
     def named(cls, name):
-        """The zone of a Windows name (case-insensitive), or None."""
-        for win, iana in WINDOWS_ZONES.items():
-            if win.lower() == name.lower():
-                return cls(win, zoneinfo.ZoneInfo(iana))
-        return None
+        """The zone of a Windows name (case-insensitive), or None.  Looked up
+        once per name: AT TIME ZONE asks for every row."""
+        low = name.lower()
+        zone = _NAMED.get(low)
+        if zone is None:
+            hit = _WINDOWS_BY_LOWER.get(low)
+            if hit is None:
+                return None
+            zone = _NAMED[low] = cls(hit[0], zoneinfo.ZoneInfo(hit[1]))
+        return zone
 
     @classmethod
     def fixed_offset(cls, minutes):

@@ -8,6 +8,7 @@ True / False / None (UNKNOWN), giving SQL's three-valued logic.
 from __future__ import annotations
 
 import decimal
+import operator
 import re
 
 from ..results import SqlError
@@ -129,7 +130,7 @@ class Compiler:
             raise self.err(8120, 16, 1, "Column '%s' is invalid in the select list because it is not "
                            "contained in either an aggregate function or the GROUP BY clause."
                            % ".".join(e.parts))
-        return (lambda row, i=i: row[i]), col.type
+        return _column_reader(i), col.type
 
     def c_Star(self, e):
         raise self.err(102, 15, 1, "Incorrect syntax near '*'.")
@@ -167,6 +168,14 @@ class Compiler:
             dst = SqlType(dst.name, dst.length, dst.precision, dst.scale, st.collation)
         conv = V.convert
         if e.style is None:
+            if st.name in T.TEMPORAL_TYPES and dst.name in T.TEMPORAL_TYPES:
+                # what convert() does for these types, without its dispatch per row
+                temporal = V.convert_temporal
+
+                def cast_temporal(row):
+                    v = fn(row)
+                    return None if v is None else temporal(v, st, dst)
+                return cast_temporal, dst
             return (lambda row: conv(fn(row), st, dst, None, True)), dst
         sfn, sty = self.compile(e.style)
 
@@ -416,18 +425,13 @@ class Compiler:
             key = _binary_key
         lf = self._to(lf, lt, ct, lconst)
         rf = self._to(rf, rt, ct, rconst)
-        if op == "=":
-            cmp = lambda a, b: a == b
-        elif op == "<>":
-            cmp = lambda a, b: a != b
-        elif op == "<":
-            cmp = lambda a, b: a < b
-        elif op == ">":
-            cmp = lambda a, b: a > b
-        elif op == "<=":
-            cmp = lambda a, b: a <= b
-        else:
-            cmp = lambda a, b: a >= b
+        cmp = _COMPARISONS[op]
+        if lconst != rconst:
+            # one side a literal (`__$start_lsn > 0x…`, `tran_id <> 0x00`): its
+            # sort key is the same for every row, so it is made once
+            fast = _compare_with_constant(cmp, key, rf if lconst else lf, lf if lconst else rf, lconst)
+            if fast is not None:
+                return fast, T.BIT_TYPE
 
         def run(row):
             a = lf(row)
@@ -590,6 +594,46 @@ class Compiler:
             r = m is not None
             return (not r) if e.negated else r
         return run, T.BIT_TYPE
+
+
+_COMPARISONS = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, ">": operator.gt,
+                "<=": operator.le, ">=": operator.ge}
+
+
+def _compare_with_constant(cmp, key, var_fn, const_fn, const_left):
+    """compare_fns' comparison when one side is a constant with a value:
+    None (use the general one) when the constant fails to evaluate or is
+    NULL, so that errors and NULLs come from the general path as before."""
+    try:
+        c = const_fn(())
+        if c is None:
+            return None
+        kc = key(c)
+    except Exception:        # noqa: BLE001 - the general path raises it per row, as before
+        return None
+    i = getattr(var_fn, "column_index", None)
+    if i is not None and not const_left:
+        def run(row):          # a column itself: read without a call
+            a = row[i]
+            return None if a is None else cmp(key(a), kc)
+    elif const_left:
+        def run(row):
+            a = var_fn(row)
+            return None if a is None else cmp(kc, key(a))
+    else:
+        def run(row):
+            a = var_fn(row)
+            return None if a is None else cmp(key(a), kc)
+    return run
+
+
+def _column_reader(i):
+    """row[i], as a function that says which column it reads (a comparison
+    with a constant then reads the column inline)."""
+    def read(row):
+        return row[i]
+    read.column_index = i
+    return read
 
 
 def _binary_key(v):

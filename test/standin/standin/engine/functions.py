@@ -432,14 +432,28 @@ def at_time_zone(comp, e):
                            % name.replace("\0", "."), line)
         date, ticks, off = V.temporal_parts(v)
         total = date.toordinal() * TICKS_PER_DAY + ticks
-        if off is None:
-            local = datetime.datetime.combine(date, datetime.time()) + datetime.timedelta(microseconds=ticks // 10)
-            off = zone.offset_of_local(local)
-        utc_ticks = total - off * 60 * TICKS_PER_SECOND
-        ts = (utc_ticks - datetime.date(1970, 1, 1).toordinal() * TICKS_PER_DAY) / TICKS_PER_SECOND
-        new_off = zone.offset_at(ts)
-        out = utc_ticks + new_off * 60 * TICKS_PER_SECOND
-        d2 = V.dt2_from(datetime.date.fromordinal(out // TICKS_PER_DAY), out % TICKS_PER_DAY, scale)
+        new_off = zone.constant_offset
+        if new_off is not None:
+            # a zone without rules (UTC, a fixed offset): the same result as
+            # the rules below, without asking them for every row
+            if off is None:
+                off = new_off
+            out = total + (new_off - off) * 60 * TICKS_PER_SECOND
+        else:
+            if off is None:
+                local = datetime.datetime.combine(date, datetime.time()) + \
+                    datetime.timedelta(microseconds=ticks // 10)
+                off = zone.offset_of_local(local)
+            utc_ticks = total - off * 60 * TICKS_PER_SECOND
+            ts = (utc_ticks - datetime.date(1970, 1, 1).toordinal() * TICKS_PER_DAY) / TICKS_PER_SECOND
+            new_off = zone.offset_at(ts)
+            out = utc_ticks + new_off * 60 * TICKS_PER_SECOND
+        if out == total:
+            if scale == 7:         # rounding to 100 ns changes nothing
+                return SqlDateTimeOffset(date, ticks, new_off)
+            d2 = V.dt2_from(date, ticks, scale)
+        else:
+            d2 = V.dt2_from(datetime.date.fromordinal(out // TICKS_PER_DAY), out % TICKS_PER_DAY, scale)
         return SqlDateTimeOffset(d2.date, d2.ticks, new_off)
     return run, SqlType("datetimeoffset", scale=scale)
 

@@ -468,7 +468,7 @@ def build_source(ctx, src, line):
         right = build_source(ctx, src.right, line)
         return JoinSource(ctx, left, right, src.kind, src.on, line)
     if isinstance(src, A.Derived):
-        res = execute_select(ctx, src.select)
+        res = execute_select(ctx, src.select, cache_rows=False)
         cols = []
         for i, c in enumerate(res.columns):
             if not c.name:
@@ -642,7 +642,7 @@ def cte_source(ctx, ref, line):
     saved = ctx.ctes
     ctx.ctes = {k: v for k, v in saved.items() if k != name.lower()}   # not recursive
     try:
-        res = execute_select(ctx, sel)
+        res = execute_select(ctx, sel, cache_rows=False)
     finally:
         ctx.ctes = saved
     names = cols or [c.name for c in res.columns]
@@ -656,7 +656,9 @@ def cte_source(ctx, ref, line):
                       {(ref.alias or name).lower()}, rows)
 
 
-def execute_select(ctx, sel: A.Select) -> SelectResult:
+def execute_select(ctx, sel: A.Select, cache_rows=True) -> SelectResult:
+    """cache_rows=False: the rows are read inside the statement (a derived
+    table), not sent, so they are not wrapped for the encoder's cache."""
     line = sel.line or 1
     if sel.ctes:
         saved = getattr(ctx, "ctes", None)
@@ -877,7 +879,7 @@ def execute_select(ctx, sel: A.Select) -> SelectResult:
     if limit is not None:
         stream = _limit(stream, limit)
 
-    if plain:
+    if plain and cache_rows:
         def out():
             for p, s, rv in stream:
                 if rv is not None:
@@ -1016,7 +1018,7 @@ def scalar_subquery(comp, sel):
     ctx = comp.ctx
 
     def run(row):
-        res = execute_select(ctx, sel)
+        res = execute_select(ctx, sel, cache_rows=False)
         vals = [r.values if isinstance(r, CachedRow) else r for r in res.rows]
         if len(vals) > 1:
             raise SqlError(512, 16, 1, "Subquery returned more than 1 value. This is not permitted when the "
@@ -1030,7 +1032,7 @@ def exists_subquery(comp, sel):
     ctx = comp.ctx
 
     def run(row):
-        res = execute_select(ctx, sel)
+        res = execute_select(ctx, sel, cache_rows=False)
         for _ in res.rows:
             return True
         return False

@@ -348,6 +348,27 @@ def value_to_str(v, src: SqlType, style=None) -> str:
 
 # -------------------------------------------------------------- conversion --
 
+def convert_temporal(v, src: SqlType, dst: SqlType):
+    """convert() of a non-NULL value from one date/time type to another
+    (CAST(tran_end_time AS datetime2(7)) of every change row calls it
+    directly)."""
+    s, d = src.name, dst.name
+    date, ticks, off = temporal_parts(v)
+    if d == "datetimeoffset":
+        if off is None:
+            off = 0
+        return make_temporal(date, ticks, off, dst)
+    if s == "datetimeoffset":
+        pass  # SQL Server keeps the local part when dropping the offset
+    if s == "time" and d in ("datetime", "smalldatetime", "datetime2"):
+        date = EPOCH_1900
+    if d == "time" and s == "date":
+        raise explicit_error(src, dst)
+    if s == "date" and d == "time":
+        raise explicit_error(src, dst)
+    return make_temporal(date, ticks, None, dst)
+
+
 def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
     """Convert v of type src to dst, raising SQL Server's errors."""
     if v is None:
@@ -451,20 +472,7 @@ def convert(v, src: SqlType, dst: SqlType, style=None, explicit=False):
         if s in T.STRING_TYPES:
             return parse_temporal(v, dst, style, "nvarchar" if s in T.UNICODE_TYPES else "varchar")
         if s in T.TEMPORAL_TYPES:
-            date, ticks, off = temporal_parts(v)
-            if d == "datetimeoffset":
-                if off is None:
-                    off = 0
-                return make_temporal(date, ticks, off, dst)
-            if s == "datetimeoffset":
-                pass  # SQL Server keeps the local part when dropping the offset
-            if s == "time" and d in ("datetime", "smalldatetime", "datetime2"):
-                date = EPOCH_1900
-            if d == "time" and s == "date":
-                raise explicit_error(src, dst)
-            if s == "date" and d == "time":
-                raise explicit_error(src, dst)
-            return make_temporal(date, ticks, None, dst)
+            return convert_temporal(v, src, dst)
         if s in T.NUMERIC_TYPES and d in ("datetime", "smalldatetime") and s not in ("float", "real"):
             days = int(v)
             return make_temporal(EPOCH_1900 + datetime.timedelta(days=days), 0, None, dst)
