@@ -63,6 +63,11 @@ def parse_args():
                     help="size of the rtt phase's many-tables backlog (changes over the 5 busy tables) and of each "
                          "table of its 4-table copy (default 200000, at most --rows; the single-table snapshot and "
                          "streaming of the phase use --rows)")
+    ap.add_argument("--rtt-tables-only", action="store_true",
+                    help="the rtt phase runs only its 5-vs-many-tables streaming (no single-table snapshot and "
+                         "streaming, no 4-table copy)")
+    ap.add_argument("--rtt-perf", action="store_true",
+                    help="perf record -g the worker during each many-tables run (workdir/perf-<server>.data)")
     ap.add_argument("--no-mirror", dest="mirror", action="store_false",
                     help="leave out the mirror contenders (doc/mirror.md) of the snapshot (narrow table) and "
                          "streaming (small transactions) phases")
@@ -199,9 +204,12 @@ def main():
         if "rtt" in a.phases:
             print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
             report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
-                                         ntables=a.rtt_tables, many_rows=a.rtt_rows)
-            print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
-            report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows, a.chunk_rows)
+                                         ntables=a.rtt_tables, many_rows=a.rtt_rows,
+                                         tables_only=a.rtt_tables_only,
+                                         perf_dir=workdir if a.rtt_perf else None)
+            if not a.rtt_tables_only:
+                print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
+                report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows, a.chunk_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     finally:
         if pg:

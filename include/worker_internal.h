@@ -222,6 +222,20 @@ extern bool window_read(List *ready, List *instances, List *switches,
 						ApplyResult *results, int64 *window_rows,
 						int64 *window_transactions_seen, WindowRecheck *recheck);
 
+/* ---- window_quiet.c ----------------------------------------------------- */
+
+/*
+ * Whether table_id's capture instance ci is known to have no change row in
+ * [from, *upto] (set to the known range's end); window_quiet_note records
+ * that after a window's probe found none there, window_quiet_forget drops
+ * every such fact (a new connection, a source that went back).
+ */
+extern bool window_quiet_proven(int32 table_id, const char *ci, const MssqlLsn *from,
+								MssqlLsn *upto);
+extern void window_quiet_note(int32 table_id, const char *ci, const MssqlLsn *from,
+							  const MssqlLsn *upto);
+extern void window_quiet_forget(void);
+
 /* ---- worker_catch_up.c -------------------------------------------------- */
 
 /*

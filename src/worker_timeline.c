@@ -42,6 +42,8 @@ void
 worker_timeline_forget(void)
 {
 	probed = false;
+	/* what the worker knew of quiet tables may be of an earlier history */
+	window_quiet_forget();
 }
 
 /* The LSN of the history the table's rows come from: checkpoint or L0 */
@@ -80,6 +82,7 @@ park_positioned(List *tables, const char *message)
 	worker_ctx_table_id = 0;
 	/* the next iteration accepts the source as it is (nothing holds a position) */
 	probed = false;
+	window_quiet_forget();
 }
 
 /*

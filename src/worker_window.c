@@ -113,7 +113,8 @@ window_has_rows(const CdcMinLsn *mins, int nmins, const char *ci)
 
 static MssqlSourceTable *
 check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPlan *plan,
-				   const CdcMinLsn *mins, int nmins, StagingDiff **switch_diff)
+				   const CdcMinLsn *mins, int nmins, const char *proven_ci,
+				   StagingDiff **switch_diff)
 {
 	MssqlSourceTable *src = NULL;
 	const char *ci;
@@ -165,6 +166,9 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 	ci = src->capture_instance->name;
 	worker_ctx_capture_instance = ci;
 
+	/* no row of the window, ever (window_quiet.c): nothing cleanup could remove */
+	if (proven_ci != NULL && strcmp(proven_ci, ci) == 0)
+		return src;
 	if (!window_min_lsn(mins, nmins, ci, &min_lsn))
 	{
 		/* not processed by the capture job yet: nothing to read, wait */
@@ -435,7 +439,9 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	WindowRecheck recheck;
 	CdcMinLsn  *mins;
 	int			nmins = 0;
+	const char **proven;		/* per table: the instance known quiet, or NULL */
 	bool	   *has_rows;		/* per ready table: the batch reads its rows */
+	bool	   *probed_quiet;	/* per ready table: the probe found no row */
 	int64	   *lag;
 	ListCell   *lc;
 	ListCell   *lc2;
@@ -464,10 +470,14 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		window_max = *cap;
 	plans = palloc(sizeof(CiPlan) * list_length(group));
 	mins = palloc0(sizeof(CdcMinLsn) * list_length(group));
+	proven = palloc0(sizeof(char *) * list_length(group));
 	i = 0;
 	foreach(lc, group)
 	{
+		MssqlCdcTable *table = lfirst(lc);
+		const char *ci;
 		MssqlLsn	before_successor;
+		MssqlLsn	quiet_upto;
 
 		plans[i] = ci_plan_for_window(&worker_source_cdc, lfirst(lc), &from);
 		if (plans[i].kind == CI_READ_UNTIL_SUCCESSOR &&
@@ -482,11 +492,25 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 		 * only (the login of data_query_mode 'function' may not read the
 		 * change table), and not for a switch, which commits even without rows
 		 */
-		if (plan_instance(lfirst(lc), &plans[i]) != NULL)
+		ci = plan_instance(table, &plans[i]);
+		if (ci != NULL && worker_data_query_mode() == MSSQL_QUERY_DIRECT &&
+			plans[i].kind != CI_SWITCH &&
+			window_quiet_proven(table->table_id, ci, &from, &quiet_upto))
+		{
+			/*
+			 * known to have no row from `from` to quiet_upto: no probe, no
+			 * low watermark, and the window ends inside what is known (the
+			 * next one asks again)
+			 */
+			proven[i] = ci;
+			if (mssql_lsn_cmp(&quiet_upto, &window_max) < 0)
+				window_max = quiet_upto;
+		}
+		else if (ci != NULL)
 		{
 			mins[nmins].probe = worker_data_query_mode() == MSSQL_QUERY_DIRECT &&
 				plans[i].kind != CI_SWITCH;
-			mins[nmins++].capture_instance = plan_instance(lfirst(lc), &plans[i]);
+			mins[nmins++].capture_instance = ci;
 		}
 		i++;
 	}
@@ -513,19 +537,25 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 
 	/* source checks first, outside the window's transaction */
 	has_rows = palloc(sizeof(bool) * list_length(group));
+	probed_quiet = palloc(sizeof(bool) * list_length(group));
 	i = 0;
 	foreach(lc, group)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 		MssqlSourceTable *src;
 		StagingDiff *switch_diff;
+		bool		known_quiet;
 
 		worker_ctx_table_id = table->table_id;
-		src = check_table_source(table, &from, &plans[i++], mins, nmins, &switch_diff);
+		src = check_table_source(table, &from, &plans[i], mins, nmins, proven[i], &switch_diff);
+		known_quiet = proven[i] != NULL && src != NULL &&
+			strcmp(proven[i], src->capture_instance->name) == 0;
+		i++;
 		if (src == NULL)
 			continue;
 		has_rows[list_length(ready)] = switch_diff != NULL ||
-			window_has_rows(mins, nmins, src->capture_instance->name);
+			(!known_quiet && window_has_rows(mins, nmins, src->capture_instance->name));
+		probed_quiet[list_length(ready)] = !known_quiet && !has_rows[list_length(ready)];
 		ready = lappend(ready, table);
 		instances = lappend(instances, src);
 		switches = lappend(switches, switch_diff);
@@ -572,8 +602,17 @@ worker_apply_window(MssqlCdcServer *server, List *group, const MssqlLsn *checkpo
 	{
 		MssqlCdcTable *table = lfirst(lc);
 
-		if (results[i++].rows < 0)
+		if (results[i].rows < 0)
+		{
+			i++;
 			continue;
+		}
+		/* the probe found no row up to window_max: later windows need none */
+		if (probed_quiet[i])
+			window_quiet_note(table->table_id,
+							  ((MssqlSourceTable *) list_nth(instances, i))->capture_instance->name,
+							  &from, &window_max);
+		i++;
 		table->checkpoint_lsn = to;
 		if (lfirst(lc2) == NULL)
 			*advanced = lappend(*advanced, table);

@@ -81,6 +81,8 @@ def targets(report, poll_ms):
         if float(ms) < 10:
             continue
         for phase in ("snapshot", "streaming"):
+            if phase not in res:
+                continue            # --rtt-tables-only
             v = rtt_ratio(res[phase])
             row("%s at %s ms RTT ≥ 0.8× freebcp→COPY at %s ms" % (phase, ms, ms), v, v is not None and v >= 0.8, "×")
         few, many = tables_pair(res)
@@ -127,6 +129,16 @@ def profile_tables(report):
                 lines += ["| %.1f | %d | %d | `%s` |" % (p["ms"], p["calls"], p["rows"],
                                                          p["query"].replace("|", "\\|")) for p in r["profile"]]
                 lines.append("")
+    for ms, res in report.get("rtt", {}).items():
+        for k, r in (res.get("tables") or {}).items():
+            if r.get("profile"):
+                lines += ["#### streaming at %s ms RTT, %s tables (%d busy): top statements "
+                          "(pg_stat_statements) over %.2f s, %d windows" % (ms, k, r["busy_tables"], r["seconds"],
+                                                                             r["windows"]), "",
+                          "| total ms | calls | rows | statement |", "|---:|---:|---:|---|"]
+                lines += ["| %.1f | %d | %d | `%s` |" % (p["ms"], p["calls"], p["rows"],
+                                                         p["query"].replace("|", "\\|")) for p in r["profile"]]
+                lines.append("")
     return (["### Where the PostgreSQL time goes (pg_stat_statements)", ""] + lines) if lines else []
 
 
@@ -148,19 +160,22 @@ def rtt_tables_table(results):
     lines = ["### Streaming flat in the number of tables (issue 16 point 5)", "",
              "The same backlog in 5 busy tables, on a server that captures only them and on one that also "
              "captures quiet tables that never change; requests and windows (polls) from the worker's "
-             "counters while it was timed.", "",
-             "| RTT | tables (busy) | rows | rows/s | × 5 tables | requests | windows | requests per window |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "counters while it was timed; CPU: seconds of the worker and of the stand-in over that span.", "",
+             "| RTT | tables (busy) | rows | seconds | rows/s | × 5 tables | requests | windows | requests per window "
+             "| worker CPU s | stand-in CPU s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    cpu = (lambda s: "–" if s is None else "%.2f" % s)
     for ms, res in results.items():
         few, many = tables_pair(res)
         if many is None:
             continue
         for r in (few, many):
             v = rate(r) / rate(few) if rate(few) else None
-            lines.append("| %s ms | %d (%d) | %d | %s | %s | %d | %d | %s |" % (
-                ms, r["tables"], r["busy_tables"], r["rows"], fmt_rate(r), "–" if v is None else "%.2f" % v,
-                r["requests"], r["windows"],
-                "–" if r.get("requests_per_window") is None else "%.1f" % r["requests_per_window"]))
+            lines.append("| %s ms | %d (%d) | %d | %.2f | %s | %s | %d | %d | %s | %s | %s |" % (
+                ms, r["tables"], r["busy_tables"], r["rows"], r["seconds"], fmt_rate(r),
+                "–" if v is None else "%.2f" % v, r["requests"], r["windows"],
+                "–" if r.get("requests_per_window") is None else "%.1f" % r["requests_per_window"],
+                cpu(r.get("cpu_s")), cpu(r.get("standin_cpu_s"))))
     return lines + [""] if len(lines) > 5 else []
 
 
@@ -177,6 +192,8 @@ def rtt_table(results, cfg):
     for ms, res in results.items():
         for phase, key, per in (("snapshot", "chunks", "requests_per_chunk"),
                                 ("streaming", "windows", "requests_per_window")):
+            if phase not in res:
+                continue            # --rtt-tables-only
             r, b = res[phase]["mssql_cdc"], res[phase]["freebcp→COPY"]
             v = rtt_ratio(res[phase])
             lines.append("| %s ms | %s | %d | %s | %s | %s | %d | %d | %s | %d |" % (
@@ -217,7 +234,7 @@ def worker_results(report):
     if report.get("latency"):
         out.append(report["latency"])
     for res in report.get("rtt", {}).values():
-        out.extend(res[p]["mssql_cdc"] for p in ("snapshot", "streaming"))
+        out.extend(res[p]["mssql_cdc"] for p in ("snapshot", "streaming") if p in res)
     return out
 
 
@@ -293,7 +310,8 @@ def render(report):
         lines.append(worker_line(name, r))
     for ms, res in report.get("rtt", {}).items():
         for phase in ("snapshot", "streaming"):
-            lines.append(worker_line("%s at %s ms RTT" % (phase, ms), res[phase]["mssql_cdc"]))
+            if phase in res:
+                lines.append(worker_line("%s at %s ms RTT" % (phase, ms), res[phase]["mssql_cdc"]))
     lines += [""] + profile_tables(report)
     return "\n".join(lines) + "\n"
 

@@ -13,11 +13,14 @@ the same backlog in 5 busy tables, once on a server that captures only
 them and once on one that also captures --rtt-tables - 5 quiet tables
 (default 200 in all), its requests per window and rows/s side by side."""
 
+import os
+import subprocess
 import time
 
 from . import contenders as C
 from . import phases as P
 from . import tables as TB
+from .procstat import Sampler
 from .servers import SA_PASSWORD
 
 # what starts a snapshot chunk (src/snapshot.c) and a window (the poll's
@@ -162,11 +165,23 @@ def create_tables(si, names):
                 "\n".join(TB.enable_cdc_sql((n, None)) for n in part))
 
 
-def tables_at(si, pg, ms, rows, txn_rows, ntables):
+def start_perf(pid, path):
+    """perf record -g of the worker while it is timed (--rtt-perf): where
+    its CPU goes with many tables.  None when perf is not there."""
+    try:
+        return subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(pid), "-o", path],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def tables_at(si, pg, ms, rows, txn_rows, ntables, perf_dir=None):
     """The backlog of `rows` changes in 5 busy tables (rows / 5 each, txn_rows
     per transaction) applied by a worker that captures ntables tables: the 5
     and ntables - 5 quiet ones that never change.  Tables are added without
-    the delay (setup, not timed), the backlog is applied with it."""
+    the delay (setup, not timed), the backlog is applied with it.  The
+    worker's and the stand-in's CPU time and the worker's PostgreSQL
+    statements (pg_stat_statements) are taken over the timed span."""
     server = "rtt_tab%d_%s" % (ntables, label(ms))
     busy = [busy_name(ntables, ms, i) for i in range(1, BUSY_TABLES + 1)]
     si.ctl("rtt", ms=0)
@@ -192,7 +207,13 @@ def tables_at(si, pg, ms, rows, txn_rows, ntables):
                % (server, ", ".join("'dbo.%s'" % n for n in busy)))
     base = int(pg.psql(applied))
     before = worker_counts(pg, server)
+    pid = C.worker_pid(pg, server=server)
     si.ctl("requests", reset=True)
+    P.apply_profile(pg)
+    perf = start_perf(pid, os.path.join(perf_dir, "perf-%s.data" % server)) if perf_dir else None
+    if perf is not None:
+        time.sleep(0.5)             # perf attaches before the backlog is published
+    worker, source = Sampler(pid), Sampler(si.pid)
     si.ctl("capture_now")
     t0 = time.time()
     while int(pg.psql(applied)) - base < per_table * BUSY_TABLES:
@@ -200,7 +221,14 @@ def tables_at(si, pg, ms, rows, txn_rows, ntables):
             raise RuntimeError("%s did not apply its backlog" % server)
         time.sleep(0.05)
     seconds = time.time() - t0
+    usage = worker.stop()
+    usage["standin_cpu_s"] = source.stop()["cpu_s"]
+    if perf is not None:
+        perf.send_signal(2)         # SIGINT: perf writes its data and exits
+        perf.wait()
     r = counts(si, pg, server, before)
+    r.update(usage)
+    r["profile"] = P.apply_profile(pg, top=10)
     si.ctl("capture_resume")
     P.pause(pg, server)
     r.update({"rows": per_table * BUSY_TABLES, "seconds": seconds, "tables": ntables,
@@ -209,8 +237,10 @@ def tables_at(si, pg, ms, rows, txn_rows, ntables):
     return r
 
 
-def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=None):
-    """{"<ms>": {"snapshot": {...}, "streaming": {...}}} at each delay; the
+def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=None, tables_only=False,
+             perf_dir=None):
+    """{"<ms>": {"snapshot": {...}, "streaming": {...}, "tables": {...}}} at
+    each delay (tables_only: just "tables", the many-tables comparison); the
     other phases' workers are paused first (their polls would share the
     stand-in), the delay is back at 0 afterwards."""
     for server in ("src", "plain", "tls"):
@@ -232,13 +262,15 @@ def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=Non
     try:
         for ms in delays:
             si.ctl("rtt", ms=ms)
-            print("   RTT %s ms: snapshot, then streaming" % ms, flush=True)
             t0 = time.time()
-            results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir),
-                                "streaming": streaming_at(si, pg, ms, n, txn_rows, workdir)}
+            results[str(ms)] = {}
+            if not tables_only:
+                print("   RTT %s ms: snapshot, then streaming" % ms, flush=True)
+                results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir),
+                                    "streaming": streaming_at(si, pg, ms, n, txn_rows, workdir)}
             print("   RTT %s ms: streaming with %d and with %d tables (%d busy)"
                   % (ms, BUSY_TABLES, ntables, BUSY_TABLES), flush=True)
-            results[str(ms)]["tables"] = {str(k): tables_at(si, pg, ms, n_many, txn_rows, k)
+            results[str(ms)]["tables"] = {str(k): tables_at(si, pg, ms, n_many, txn_rows, k, perf_dir)
                                           for k in (BUSY_TABLES, ntables)}
             print("   RTT %s ms: %.1f s" % (ms, time.time() - t0), flush=True)
     finally:
