@@ -66,6 +66,8 @@ def parse_args():
     ap.add_argument("--rtt-tables-only", action="store_true",
                     help="the rtt phase runs only its 5-vs-many-tables streaming (no single-table snapshot and "
                          "streaming, no 4-table copy)")
+    ap.add_argument("--rtt-parallel-only", action="store_true",
+                    help="the rtt phase runs only its 4-table initial copy, parallel vs one at a time")
     ap.add_argument("--rtt-perf", action="store_true",
                     help="perf record -g the worker during each many-tables run (workdir/perf-<server>.data)")
     ap.add_argument("--no-mirror", dest="mirror", action="store_false",
@@ -203,10 +205,11 @@ def main():
             report["tls"] = P.tls_cost(si, pg, raw, a.rows, a.small_txn_rows, a.chunk_rows)
         if "rtt" in a.phases:
             print("== RTT: snapshot and streaming at %s ms simulated round trip" % a.rtt_ms, flush=True)
-            report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
-                                         ntables=a.rtt_tables, many_rows=a.rtt_rows,
-                                         tables_only=a.rtt_tables_only,
-                                         perf_dir=workdir if a.rtt_perf else None)
+            if not a.rtt_parallel_only:
+                report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
+                                             ntables=a.rtt_tables, many_rows=a.rtt_rows,
+                                             tables_only=a.rtt_tables_only,
+                                             perf_dir=workdir if a.rtt_perf else None)
             if not a.rtt_tables_only:
                 print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
                 report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows, a.chunk_rows)
