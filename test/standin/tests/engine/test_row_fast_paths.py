@@ -67,6 +67,10 @@ class ComparisonWithLiteralTest(EngineTest):
         "f < 0x0100", "0x00 <> f", "s = N'abc'", "N'abc' = s", "s > N'ABC'", "s <> 'abd'", "n > 2",
         "3 < n", "n <= -3", "n = 2147483647", "n <> 0", "d = 1.5", "d > 1", "2 >= d", "n > NULL",
         "NULL = s", "n > -(-2)", "d < 2.001", "n = 5 AND b <> 0x00", "(n > 0) OR (s = N'b')",
+        # CAST/CONVERT of a literal: the snapshot chunk's `[id] > CAST(N'3' AS int)` (src/keyset.c)
+        "id > CAST(N'3' AS int)", "CAST(N'3' AS int) < id", "n >= CAST('5' AS bigint)",
+        "s = CAST(N'abc' AS nvarchar(10))", "d > CONVERT(decimal(9,2), N'1.5')", "n > CAST(NULL AS int)",
+        "b = CAST(0x01 AS varbinary(10))", "id > CONVERT(int, -(-2))", "n = CAST(CAST(N'5' AS bigint) AS int)",
     ]
 
     def test_every_predicate_returns_the_general_paths_rows(self):
@@ -86,6 +90,30 @@ class ComparisonWithLiteralTest(EngineTest):
                 want = self.error("SELECT id FROM t WHERE %s" % p, 245)[0].number
             self.assertEqual(self.error("SELECT id FROM t WHERE %s" % p, 245)[0].number, want)
         self.assertEqual(self.rows("SELECT id FROM t WHERE id > 99 AND n > N'x'"), [])
+        # a CAST that fails fails when a row is compared, as before (an empty range: no error)
+        for p in ("n > CAST(N'x' AS int)", "CAST(N'x' AS int) < n"):
+            with general_path():
+                want = self.error("SELECT id FROM t WHERE %s" % p, 245)[0].number
+            self.assertEqual(self.error("SELECT id FROM t WHERE %s" % p, 245)[0].number, want)
+        self.assertEqual(self.rows("SELECT id FROM t WHERE id > 99 AND n > CAST(N'x' AS int)"), [])
+
+    def test_a_cast_literal_is_converted_once(self):
+        """The snapshot chunk's `[id] > CAST(N'…' AS int)` over N rows converts
+        the literal once per statement, not once per row (SQL Server folds
+        CAST of a constant, ENGINE.md)."""
+        self.ok("CREATE TABLE big (id int PRIMARY KEY, v int)")
+        self.ok("INSERT big SELECT a.id * 10 + b.id, a.id FROM t AS a CROSS JOIN t AS b")
+        calls = [0]
+        real = V.convert
+
+        def counting(*a, **k):
+            calls[0] += 1
+            return real(*a, **k)
+        with mock.patch.object(V, "convert", counting):
+            rows = self.rows("SELECT TOP (100) [id], [v] FROM [dbo].[big] WHERE [id] > CAST(N'12' AS int) "
+                             "AND [v] >= CONVERT(int, N'1') ORDER BY [id]")
+        self.assertEqual(len(rows), 36 - 2)
+        self.assertLessEqual(calls[0], 4)
 
     def test_the_literals_key_is_made_once(self):
         """tran_id <> 0x00 over N rows: N sort keys (the rows'), not 2N."""
