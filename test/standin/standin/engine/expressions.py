@@ -71,7 +71,17 @@ def const(v):
 
 
 def is_const(e):
-    return isinstance(e, A.Literal) or (isinstance(e, A.Unary) and is_const(e.expr))
+    """A literal, or an expression SQL Server folds to one before the rows
+    are read: a sign, CAST/CONVERT of a constant (ENGINE.md, constant
+    folding).  Callers evaluate it once and fall back to evaluating it per
+    row when that fails, so its errors stay where they were."""
+    if isinstance(e, A.Literal):
+        return True
+    if isinstance(e, A.Unary):
+        return is_const(e.expr)
+    if isinstance(e, A.Cast):
+        return is_const(e.expr) and (e.style is None or is_const(e.style))
+    return False
 
 
 class Compiler:
