@@ -91,6 +91,8 @@ SELECT mssql_cdc.resume(NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.resnapshot('erp', NULL);
 \echo :LAST_ERROR_SQLSTATE
+SELECT * FROM mssql_cdc.check_server(NULL);
+\echo :LAST_ERROR_SQLSTATE
 
 -- Unknown server, server of another wrapper.
 SELECT mssql_cdc.add_table('nosuch', 'dbo.t');
