@@ -165,6 +165,14 @@ SELECT mssql_cdc.add_table('erp', 'dbo.t', 'pg_temp.t');
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.add_table('erp', 'dbo.t', 'staging."unterminated');
 \echo :LAST_ERROR_SQLSTATE
+-- A mirror table cannot take the staging table's name; changelog => false
+-- needs a mirror.
+SELECT mssql_cdc.add_table('erp', 'dbo.t', 'staging.t', mirror_table => 'staging.t');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', changelog => false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', mirror => NULL);
+\echo :LAST_ERROR_SQLSTATE
 
 -- Nothing was added by the failed calls.
 SELECT count(*) AS captured_tables FROM mssql_cdc.tables;
@@ -276,6 +284,12 @@ DROP USER MAPPING FOR CURRENT_USER SERVER gone;
 DROP SERVER gone;
 SELECT mssql_cdc.resume('gone');
 \echo :LAST_ERROR_SQLSTATE
+-- pause still works for it (rolled back: no launcher sees it running)
+BEGIN;
+UPDATE mssql_cdc.servers SET paused = false WHERE server_name = 'gone';
+SELECT mssql_cdc.pause('gone');
+SELECT paused FROM mssql_cdc.servers WHERE server_name = 'gone';
+ROLLBACK;
 SELECT mssql_cdc.remove_table('gone', 'dbo.t');
 SELECT count(*) AS servers FROM mssql_cdc.servers;
 
