@@ -65,6 +65,12 @@ CREATE TABLE public.erp_dbo__n_code_new_2 (id integer);
 SELECT mssql_cdc.add_table('erp', 'dbo.Ünïcode_New$2');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE public.erp_my_schema_other_name, public.erp_dbo__n_code_new_2;
+-- A default name longer than 63 bytes is cut and ends in _ and a hash of
+-- the names it came from.
+CREATE TABLE public.erp_dbo_longxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_e8600b85 (id integer);
+SELECT mssql_cdc.add_table('erp', 'dbo.Long' || repeat('x', 76));
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE public.erp_dbo_longxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_e8600b85;
 
 -- An unqualified staging name goes to the first schema on the search path.
 SET search_path = staging, public;
