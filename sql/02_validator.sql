@@ -170,6 +170,12 @@ RESET ROLE;
 GRANT pg_read_server_files TO regress_tls_owner;
 SET ROLE regress_tls_owner;
 ALTER SERVER v_tls_own OPTIONS (SET ca_file '/etc/ssl/ca.pem');
+-- once a path is set, every later change of the server's options needs the right too
+RESET ROLE;
+REVOKE pg_read_server_files FROM regress_tls_owner;
+SET ROLE regress_tls_owner;
+ALTER SERVER v_tls_own OPTIONS (ADD login_timeout '5');
+\echo :LAST_ERROR_SQLSTATE
 DROP SERVER v_tls_own;
 RESET ROLE;
 REVOKE USAGE ON FOREIGN DATA WRAPPER mssql_cdc FROM regress_tls_owner;
