@@ -202,15 +202,7 @@ tables_of_run(const char *server_name, const char *source_table)
 	ListCell   *lc;
 
 	if (source_table != NULL)
-	{
-		char	   *problem = mssql_parse_qualified_name(source_table, &schema, &table);
-
-		if (problem)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_NAME),
-					 errmsg("invalid SQL Server table name \"%s\"", source_table),
-					 errdetail("%s", problem)));
-	}
+		api_parse_source_table(source_table, &schema, &table);
 	if (all == NIL)
 		api_report_server_not_in_use(server_name);
 	foreach(lc, all)
