@@ -366,7 +366,9 @@ REVOKE ALL ON mssql_cdc.status FROM PUBLIC;
 GRANT SELECT ON mssql_cdc.status TO pg_monitor;
 
 -- check_server(): also checks every object the worker reads (issue 12,
--- permissions); the function is unchanged, its comment says so.
+-- permissions), as its comment says; and a NULL server is an error
+-- (22004) like in every other API function, not an empty result.
+ALTER FUNCTION mssql_cdc.check_server(pg_catalog.text) CALLED ON NULL INPUT;
 COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
 	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';
 

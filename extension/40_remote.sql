@@ -9,7 +9,7 @@
 CREATE FUNCTION mssql_cdc.check_server(server pg_catalog.text)
 RETURNS TABLE(check_name pg_catalog.text, ok pg_catalog.bool, detail pg_catalog.text)
 	AS 'MODULE_PATHNAME', 'mssql_cdc_check_server'
-	LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION mssql_cdc.check_server(pg_catalog.text) IS
 	'Log in to a SQL Server source and check its CDC prerequisites (connect, database, cdc_enabled, snapshot_isolation, max_lsn, capture_instances) and every object the worker reads, naming the GRANT each missing permission needs';
 

@@ -18,13 +18,15 @@ SELECT unnest(extconfig)::regclass AS dumped_config
 SELECT proname FROM pg_catalog.pg_proc
  WHERE pronamespace = 'mssql_cdc'::regnamespace AND prosecdef;
 
--- Mutating API functions are not executable by PUBLIC; the rest are.
+-- Mutating API functions, and those that log in to SQL Server with stored
+-- credentials, are not executable by PUBLIC; the rest are.
 SELECT p.oid::regprocedure AS function,
        pg_catalog.has_function_privilege('mssql_cdc_regress_user', p.oid, 'EXECUTE') AS public_may_execute
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = 'mssql_cdc'::regnamespace
    AND p.proname IN ('add_table', 'remove_table', 'pause', 'resume', 'resnapshot', 'lsn_increment',
-                     'alter_table', 'reset_table', 'set_table_option')
+                     'alter_table', 'reset_table', 'set_table_option', 'check_server',
+                     'describe_source', 'staging_ddl', 'verify', 'worker_state', 'launcher_pid')
  ORDER BY 1::text;
 
 -- Catalog tables are private; the status view is for pg_monitor.

@@ -111,6 +111,13 @@ ALTER SERVER v_full OPTIONS (SET database 'a123456789b123456789c123456789d123456
 \echo :LAST_ERROR_SQLSTATE
 ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (SET username '');
 \echo :LAST_ERROR_SQLSTATE
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (SET username 'a123456789b123456789c123456789d123456789e123456789f123456789g123456789h123456789i123456789j123456789k123456789l123456789m123456789');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_full OPTIONS (SET application_name 'a123456789b123456789c123456789d123456789e123456789f123456789g123456789h123456789i123456789j123456789k123456789l123456789m123456789');
+\echo :LAST_ERROR_SQLSTATE
+-- the limits count characters, as SQL Server's sysname does
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (SET username 'üüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüüü');
+ALTER USER MAPPING FOR CURRENT_USER SERVER v_full OPTIONS (SET username 'cdc_reader');
 
 -- Nothing above changed the stored options except the valid SETs.
 SELECT srvoptions FROM pg_catalog.pg_foreign_server WHERE srvname = 'v_full';
@@ -163,12 +170,35 @@ RESET ROLE;
 GRANT pg_read_server_files TO regress_tls_owner;
 SET ROLE regress_tls_owner;
 ALTER SERVER v_tls_own OPTIONS (SET ca_file '/etc/ssl/ca.pem');
+-- once a path is set, every later change of the server's options needs the right too
+RESET ROLE;
+REVOKE pg_read_server_files FROM regress_tls_owner;
+SET ROLE regress_tls_owner;
+ALTER SERVER v_tls_own OPTIONS (ADD login_timeout '5');
+\echo :LAST_ERROR_SQLSTATE
 DROP SERVER v_tls_own;
 RESET ROLE;
 REVOKE USAGE ON FOREIGN DATA WRAPPER mssql_cdc FROM regress_tls_owner;
 DROP ROLE regress_tls_owner;
 DROP SERVER v_tls;
 
+-- At use (check_server, the worker): a server without host, a mapping
+-- without password, no mapping at all name the server and the role.
+CREATE ROLE regress_v_user SUPERUSER;
+CREATE SERVER v_use FOREIGN DATA WRAPPER mssql_cdc OPTIONS (database 'erp');
+CREATE USER MAPPING FOR regress_v_user SERVER v_use OPTIONS (username 'cdc_reader');
+SET ROLE regress_v_user;
+SELECT * FROM mssql_cdc.check_server('v_use');
+\echo :LAST_ERROR_SQLSTATE
+ALTER SERVER v_use OPTIONS (ADD host '127.0.0.1', port '1');
+SELECT * FROM mssql_cdc.check_server('v_use');
+\echo :LAST_ERROR_SQLSTATE
+DROP USER MAPPING FOR regress_v_user SERVER v_use;
+SELECT * FROM mssql_cdc.check_server('v_use');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP SERVER v_use;
+DROP ROLE regress_v_user;
 DROP USER MAPPING FOR CURRENT_USER SERVER v_full;
 DROP USER MAPPING FOR PUBLIC SERVER v_minimal;
 DROP SERVER v_full, v_minimal;

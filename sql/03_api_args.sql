@@ -65,6 +65,12 @@ CREATE TABLE public.erp_dbo__n_code_new_2 (id integer);
 SELECT mssql_cdc.add_table('erp', 'dbo.Ünïcode_New$2');
 \echo :LAST_ERROR_SQLSTATE
 DROP TABLE public.erp_my_schema_other_name, public.erp_dbo__n_code_new_2;
+-- A default name longer than 63 bytes is cut and ends in _ and a hash of
+-- the names it came from.
+CREATE TABLE public.erp_dbo_longxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_e8600b85 (id integer);
+SELECT mssql_cdc.add_table('erp', 'dbo.Long' || repeat('x', 76));
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE public.erp_dbo_longxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_e8600b85;
 
 -- An unqualified staging name goes to the first schema on the search path.
 SET search_path = staging, public;
@@ -90,6 +96,8 @@ SELECT mssql_cdc.pause(NULL);
 SELECT mssql_cdc.resume(NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.resnapshot('erp', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM mssql_cdc.check_server(NULL);
 \echo :LAST_ERROR_SQLSTATE
 
 -- Unknown server, server of another wrapper.
@@ -162,6 +170,14 @@ SELECT mssql_cdc.add_table('erp', 'dbo.t', 'otherdb.staging.t');
 SELECT mssql_cdc.add_table('erp', 'dbo.t', 'pg_temp.t');
 \echo :LAST_ERROR_SQLSTATE
 SELECT mssql_cdc.add_table('erp', 'dbo.t', 'staging."unterminated');
+\echo :LAST_ERROR_SQLSTATE
+-- A mirror table cannot take the staging table's name; changelog => false
+-- needs a mirror.
+SELECT mssql_cdc.add_table('erp', 'dbo.t', 'staging.t', mirror_table => 'staging.t');
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', changelog => false);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', mirror => NULL);
 \echo :LAST_ERROR_SQLSTATE
 
 -- Nothing was added by the failed calls.
@@ -274,6 +290,12 @@ DROP USER MAPPING FOR CURRENT_USER SERVER gone;
 DROP SERVER gone;
 SELECT mssql_cdc.resume('gone');
 \echo :LAST_ERROR_SQLSTATE
+-- pause still works for it (rolled back: no launcher sees it running)
+BEGIN;
+UPDATE mssql_cdc.servers SET paused = false WHERE server_name = 'gone';
+SELECT mssql_cdc.pause('gone');
+SELECT paused FROM mssql_cdc.servers WHERE server_name = 'gone';
+ROLLBACK;
 SELECT mssql_cdc.remove_table('gone', 'dbo.t');
 SELECT count(*) AS servers FROM mssql_cdc.servers;
 

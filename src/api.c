@@ -397,7 +397,10 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 					   mode, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
 	if (mirror.mirror)
+	{
 		mirror_require_primary_key(src);
+		mirror_require_copy(src, mode, start_at != NULL);
+	}
 	/* the columns left out get no staging column and are never read */
 	column_selection_check(src, &selection);
 	column_selection_apply(src, &selection);

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
+#include "api_common.h"
 #include "compat.h"
 #include "lsn.h"
 #include "options.h"
@@ -332,12 +333,17 @@ Datum
 mssql_cdc_check_server(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *server_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	ForeignServer *server = mssql_cdc_get_server_by_name(server_name);
+	char	   *server_name;
+	ForeignServer *server;
 	MssqlServerOptions *opts;
 	TdsSession *volatile session;
 	CheckOutput out;
 	ListCell   *lc;
+
+	/* not STRICT: a NULL server is an error, as in every API function */
+	api_require_argument(fcinfo, 0, "server");
+	server_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	server = mssql_cdc_get_server_by_name(server_name);
 
 	/* the same rule as using the server through the API */
 	mssql_cdc_check_server_access(GetUserId(), server);

@@ -202,15 +202,7 @@ tables_of_run(const char *server_name, const char *source_table)
 	ListCell   *lc;
 
 	if (source_table != NULL)
-	{
-		char	   *problem = mssql_parse_qualified_name(source_table, &schema, &table);
-
-		if (problem)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_NAME),
-					 errmsg("invalid SQL Server table name \"%s\"", source_table),
-					 errdetail("%s", problem)));
-	}
+		api_parse_source_table(source_table, &schema, &table);
 	if (all == NIL)
 		api_report_server_not_in_use(server_name);
 	foreach(lc, all)
@@ -266,10 +258,7 @@ mssql_cdc_verify(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	const char *refusal;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("server must not be NULL")));
+	api_require_argument(fcinfo, 0, "server");
 	server_name = pstrdup(NameStr(*PG_GETARG_NAME(0)));
 	source_table = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	chunk_rows = PG_ARGISNULL(2) ? mssql_cdc_snapshot_chunk_rows : PG_GETARG_INT32(2);
@@ -278,10 +267,7 @@ mssql_cdc_verify(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("chunk_rows must be between 1 and 1000000"),
 				 errhint("Leave it NULL for mssql_cdc.snapshot_chunk_rows.")));
-	if (PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("recheck_timeout must not be NULL")));
+	api_require_argument(fcinfo, 3, "recheck_timeout");
 	if (PG_GETARG_INTERVAL_P(3)->month < 0 || PG_GETARG_INTERVAL_P(3)->day < 0 ||
 		PG_GETARG_INTERVAL_P(3)->time < 0)
 		ereport(ERROR,

@@ -47,6 +47,8 @@ like($pid, qr/^\d+$/, "launcher pid $pid");
 # --- without the extension it idles, and says so once
 $node->wait_for_log(
 	qr/mssql_cdc launcher is idle: extension "mssql_cdc" is not installed in database "cdcdb"/);
+ok($node->log_contains(qr/mssql_cdc launcher started in database "cdcdb"/),
+	'the launcher logs the database it started in');
 
 # --- SIGHUP: same process, new setting seen by the launcher itself
 $node->append_conf('postgresql.conf', "mssql_cdc.poll_interval = '250ms'");

@@ -29,6 +29,17 @@ foreach my $name (sort keys %defaults)
 		$defaults{$name}, "$name defaults to $defaults{$name}");
 }
 
+# Ranges and units as doc/configuration.md's table gives them.
+is( $node->safe_psql(
+		'postgres', q{SELECT string_agg(name || '=' || min_val || '..' || max_val || coalesce(' ' || unit, ''),
+		  ',' ORDER BY name) FROM pg_settings WHERE name LIKE 'mssql_cdc.%' AND vartype = 'integer'}),
+	'mssql_cdc.batch_max_rows=1..2147483647,mssql_cdc.batch_max_transactions=1..2147483647,'
+	  . 'mssql_cdc.capture_stall_timeout=0..2147483 s,mssql_cdc.insert_batch_rows=1..100000,'
+	  . 'mssql_cdc.max_workers=1..1024,mssql_cdc.poll_interval=10..2147483647 ms,'
+	  . 'mssql_cdc.retry_max_backoff=1..86400 s,mssql_cdc.snapshot_chunk_rows=1..10000000,'
+	  . 'mssql_cdc.table_failures_before_park=1..1000',
+	'ranges and units of the settings');
+
 is( $node->safe_psql(
 		'postgres', q{SELECT string_agg(name || '=' || context, ',' ORDER BY name)
 		  FROM pg_settings WHERE name LIKE 'mssql_cdc.%'}),

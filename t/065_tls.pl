@@ -216,10 +216,13 @@ $si->use_certificate('server');
 my $dir = PostgreSQL::Test::Utils::tempdir('ca');
 copy($ca, "$dir/open.pem") or die $!;
 chmod 0666, "$dir/open.pem";
+copy($ca, "$dir/group.pem") or die $!;
+chmod 0664, "$dir/group.pem";
 copy($si->cert_file('server', 'key'), "$dir/not-a-cert.pem") or die $!;
 chmod 0600, "$dir/not-a-cert.pem";
 my %bad_files = (
 	"$dir/open.pem" => qr/is writable by other operating-system users \(mode 0666\)/,
+	"$dir/group.pem" => qr/is writable by other operating-system users \(mode 0664\)/,
 	"$dir/missing.pem" => qr/No such file or directory/,
 	$dir => qr/is not a regular file/,
 	"$dir/not-a-cert.pem" => qr/holds no PEM certificate GnuTLS can load/);

@@ -6,7 +6,8 @@
 # converges; an unchanged LOB column that arrives as NULL in an update
 # (stand-in option lob_op4_unchanged_null) keeps its value, also when the
 # same window set it before; a mirror-only table never writes a staging
-# row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key cannot get a mirror.
+# row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key
+# cannot get a mirror, nor one streamed without a copy (snapshot_mode 'never', start_at).
 use strict;
 use warnings;
 
@@ -63,6 +64,25 @@ is($node->safe_psql('postgres',
 ($ret, $out, $err) = $node->psql('postgres',
 	q{SELECT mssql_cdc.add_table('src', 'dbo.m2', changelog => false)});
 like($err, qr/changelog => false needs a mirror table/, 'changelog => false alone is refused');
+
+# A mirror starts from a copy: a table streamed without one (snapshot_mode
+# 'never', or start_at) would have a mirror missing every row not changed
+# since, so it is refused, as alter_table refuses it (doc/sql-api.md).
+($ret, $out, $err) = $node->psql('postgres',
+	q{SELECT mssql_cdc.add_table('src', 'dbo.m2', snapshot_mode => 'never', mirror => true)});
+like($err, qr/ERROR:  a mirror cannot be added to table dbo\.m2, which has snapshot_mode 'never'/,
+	"a mirror of a table that is never copied is refused");
+my ($max_lsn) = $si->tsql(q{SELECT 'lsn=' + CONVERT(varchar(30), sys.fn_cdc_get_max_lsn(), 1)})
+  =~ /lsn=0x([0-9A-F]{20})/i;
+$max_lsn = '0x' . uc($max_lsn);
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT mssql_cdc.add_table('src', 'dbo.m2', start_at => '$max_lsn', mirror => true)");
+like($err, qr/ERROR:  a mirror cannot be added to table dbo\.m2 together with start_at/,
+	'a mirror of a table streamed from start_at without a copy is refused');
+is($node->safe_psql('postgres',
+		q{SELECT (SELECT count(*) FROM mssql_cdc.tables WHERE source_table = 'm2')}
+		  . q{ + (SELECT count(*) FROM pg_class WHERE relname LIKE 'src_dbo_m2%')}),
+	'0', 'nothing was created for them');
 
 # ---------------------------------------------------------------------------
 # Initial copy in chunks, then streaming
