@@ -155,7 +155,7 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
  */
 static MssqlSourceTable *
 check_source(ForeignServer *server, Oid caller, const char *schema, const char *table,
-			 const char *capture_instance, MssqlSnapshotMode mode,
+			 const char *capture_instance, MssqlSnapshotMode mode, bool mirror,
 			 const StartPoint *start_at, const char *snapshot_filter, MssqlLsn *start)
 {
 	MssqlServerOptions *opts = mssql_cdc_get_server_options(server->serverid, caller);
@@ -165,6 +165,14 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 	PG_TRY();
 	{
 		src = source_schema_describe(session, schema, table, capture_instance);
+
+		/*
+		 * A mirror needs the key whatever the snapshot mode: its refusal
+		 * first, so that the copy's hint (snapshot_mode 'never') does not
+		 * lead to a second refusal
+		 */
+		if (mirror)
+			mirror_require_primary_key(src);
 
 		/*
 		 * Without a key a snapshot cannot be paged or resumed, and a copy
@@ -394,10 +402,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	 * table has, even when a second one is created for a schema change.
 	 */
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
-					   mode, start_at, snapshot_filter, &start_lsn);
+					   mode, mirror.mirror, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
-	if (mirror.mirror)
-		mirror_require_primary_key(src);
 	/* the columns left out get no staging column and are never read */
 	column_selection_check(src, &selection);
 	column_selection_apply(src, &selection);
