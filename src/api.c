@@ -318,6 +318,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 				 errhint("Pass NULL (the default) to stage every captured column.")));
 
 	mirror_choice_from_args(fcinfo, 13, 14, 15, &mirror);
+	api_check_mirror_start(mirror.mirror, mode, start_at != NULL);
 
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
