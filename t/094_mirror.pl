@@ -6,7 +6,9 @@
 # converges; an unchanged LOB column that arrives as NULL in an update
 # (stand-in option lob_op4_unchanged_null) keeps its value, also when the
 # same window set it before; a mirror-only table never writes a staging
-# row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key cannot get a mirror.
+# row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key cannot get a mirror;
+# a capture-instance switch adds the new column to the mirror and keeps
+# the one no longer captured.
 use strict;
 use warnings;
 
@@ -169,6 +171,36 @@ $node->restart;
 is($node->safe_psql('postgres',
 		q{SELECT n_tup_ins || ' ' || n_tup_del || ' ' || n_tup_upd FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2'::regclass}),
 	'0 0 0', 'the mirror-only table wrote nothing to its staging table, in the copy or while streaming');
+
+# ---------------------------------------------------------------------------
+# A capture-instance switch of the mirror-only table: the new instance's
+# column is added to the mirror in the switching window (NULL in the rows
+# it has), a column the new instance no longer captures stays and keeps
+# its last value, and the window's temporary table is made again with the
+# staging table's new columns
+# ---------------------------------------------------------------------------
+$si->tsql_ok(q{ALTER TABLE dbo.m2 ADD w int NULL},
+	q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'm2', @role_name = NULL, @capture_instance = N'dbo_m2_v2', @captured_column_list = N'id, w'},
+	q{UPDATE dbo.m2 SET w = 7, v = 99 WHERE id = 2},
+	q{INSERT INTO dbo.m2 (id, v, w) VALUES (7, 70, 77)});
+ok($node->poll_query_until('postgres',
+		q{SELECT capture_instance = 'dbo_m2_v2' FROM mssql_cdc.tables WHERE source_table = 'm2'}),
+	'the mirror-only table switched to its second capture instance')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status; SELECT * FROM mssql_cdc.errors');
+is($node->safe_psql('postgres', q{
+SELECT array_to_string(columns_added, ',') || ' ' || array_to_string(columns_not_captured, ',')
+  FROM mssql_cdc.capture_instance_switches JOIN mssql_cdc.tables USING (table_id) WHERE source_table = 'm2'}),
+	'w v', 'the switch added w and no longer captures v');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'public.src_dbo_m2_mirror'::regclass AND attnum > 0}),
+	'id integer, v integer, w integer', 'the mirror got the new column, and kept the one no longer captured');
+ok($node->poll_query_until('postgres',
+		q{SELECT string_agg(format('%s|%s|%s', id, coalesce(v::text, 'null'), coalesce(w::text, 'null')), ',' ORDER BY id) FROM public.src_dbo_m2_mirror},
+		'2|21|7,3|30|null,4|40|null,5|50|null,6|60|null,7|null|77'),
+	'after the switch: w from the new instance (NULL in rows not changed since), v keeps its last value')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM public.src_dbo_m2_mirror ORDER BY id; SELECT * FROM mssql_cdc.errors');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_m2}), '0',
+	'the mirror-only table still stages nothing');
 cmp_ok($node->safe_psql('postgres',
 		q{SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2_mirror'::regclass}),
 	'>=', 4, 'while its mirror got the rows (the statistics do count the worker)');
