@@ -119,7 +119,7 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("role \"%s\" cannot create tables in schema \"%s\"", run_as, nspname),
-				 errdetail("The staging table is created by the worker, which runs as role \"%s\".", run_as),
+				 errdetail("The staging table is created as role \"%s\", the role the worker writes it as.", run_as),
 				 errhint("Grant CREATE on the schema, or choose another staging_table.")));
 
 	if (OidIsValid(get_relname_relid(relname, nspid)))
