@@ -87,6 +87,12 @@ extern MssqlOverrunPolicy api_parse_overrun_policy(const char *name, MssqlSnapsh
 extern void api_check_snapshot_filter(const char *filter, MssqlSnapshotMode mode);
 
 /*
+ * add_table's mirror: filled by the initial copy, so refused with
+ * snapshot_mode 'never' or a start_at, which skip it.
+ */
+extern void api_check_mirror_start(bool mirror, MssqlSnapshotMode mode, bool start_at);
+
+/*
  * partition_interval and retention (either may be NULL): at least a second
  * (22023), and retention only for a partitioned staging table.
  */

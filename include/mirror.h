@@ -66,13 +66,6 @@ extern char *mirror_default_name(const char *staging_table);
  */
 extern void mirror_require_primary_key(const MssqlSourceTable *src);
 
-/*
- * add_table: a mirror starts from a copy, so not for a table streamed
- * without one (snapshot_mode 'never', or start_at); 0A000 otherwise.
- */
-extern void mirror_require_copy(const MssqlSourceTable *src, MssqlSnapshotMode mode,
-								bool start_at);
-
 /* CREATE TABLE of the mirror (staged columns, mapped types, primary key) */
 extern char *mirror_build_ddl(const char *schema, const char *table, const char *source_label,
 							  const MssqlColumn *cols, int ncols);

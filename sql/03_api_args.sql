@@ -153,6 +153,13 @@ SELECT mssql_cdc.add_table('erp', 'dbo.t', on_retention_overrun => NULL);
 SELECT mssql_cdc.add_table('erp', 'dbo.t', snapshot_mode => 'never', on_retention_overrun => 'resnapshot');
 \echo :LAST_ERROR_SQLSTATE
 
+-- A mirror is filled by the initial copy (doc/mirror.md): not with
+-- snapshot_mode 'never' or start_at, which skip it.
+SELECT mssql_cdc.add_table('erp', 'dbo.t', snapshot_mode => 'never', mirror => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT mssql_cdc.add_table('erp', 'dbo.t', start_at => '0x00000001000000010001', mirror_table => 'staging.t_mirror');
+\echo :LAST_ERROR_SQLSTATE
+
 -- Duplicates: the same source table, a staging name in use.
 SELECT mssql_cdc.add_table('erp', 'dbo.orders');
 \echo :LAST_ERROR_SQLSTATE

@@ -119,7 +119,7 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("role \"%s\" cannot create tables in schema \"%s\"", run_as, nspname),
-				 errdetail("The staging table is created by the worker, which runs as role \"%s\".", run_as),
+				 errdetail("The staging table is created as role \"%s\", the role the worker writes it as.", run_as),
 				 errhint("Grant CREATE on the schema, or choose another staging_table.")));
 
 	if (OidIsValid(get_relname_relid(relname, nspid)))
@@ -155,7 +155,7 @@ check_staging_name_free(Oid nspid, const char *relname, Oid run_as_oid,
  */
 static MssqlSourceTable *
 check_source(ForeignServer *server, Oid caller, const char *schema, const char *table,
-			 const char *capture_instance, MssqlSnapshotMode mode,
+			 const char *capture_instance, MssqlSnapshotMode mode, bool mirror,
 			 const StartPoint *start_at, const char *snapshot_filter, MssqlLsn *start)
 {
 	MssqlServerOptions *opts = mssql_cdc_get_server_options(server->serverid, caller);
@@ -165,6 +165,14 @@ check_source(ForeignServer *server, Oid caller, const char *schema, const char *
 	PG_TRY();
 	{
 		src = source_schema_describe(session, schema, table, capture_instance);
+
+		/*
+		 * A mirror needs the key whatever the snapshot mode: its refusal
+		 * first, so that the copy's hint (snapshot_mode 'never') does not
+		 * lead to a second refusal
+		 */
+		if (mirror)
+			mirror_require_primary_key(src);
 
 		/*
 		 * Without a key a snapshot cannot be paged or resumed, and a copy
@@ -310,6 +318,7 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 				 errhint("Pass NULL (the default) to stage every captured column.")));
 
 	mirror_choice_from_args(fcinfo, 13, 14, 15, &mirror);
+	api_check_mirror_start(mirror.mirror, mode, start_at != NULL);
 
 	server = mssql_cdc_get_server_by_name(server_name);
 	check_server_access(caller, server);
@@ -394,13 +403,8 @@ mssql_cdc_add_table(PG_FUNCTION_ARGS)
 	 * table has, even when a second one is created for a schema change.
 	 */
 	src = check_source(server, caller, source_schema, source_table, capture_instance,
-					   mode, start_at, snapshot_filter, &start_lsn);
+					   mode, mirror.mirror, start_at, snapshot_filter, &start_lsn);
 	capture_instance = src->capture_instance->name;
-	if (mirror.mirror)
-	{
-		mirror_require_primary_key(src);
-		mirror_require_copy(src, mode, start_at != NULL);
-	}
 	/* the columns left out get no staging column and are never read */
 	column_selection_check(src, &selection);
 	column_selection_apply(src, &selection);

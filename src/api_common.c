@@ -259,6 +259,23 @@ api_check_snapshot_filter(const char *filter, MssqlSnapshotMode mode)
 				 errhint("Add the table with snapshot_mode 'initial', or leave snapshot_filter out.")));
 }
 
+void
+api_check_mirror_start(bool mirror, MssqlSnapshotMode mode, bool start_at)
+{
+	/* alter_table refuses a mirror for a 'never' table for the same reason */
+	if (!mirror || (mode != MSSQL_SNAPSHOT_NEVER && !start_at))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 mode == MSSQL_SNAPSHOT_NEVER ?
+			 errmsg("a mirror table needs snapshot_mode 'initial'") :
+			 errmsg("a mirror table cannot be combined with start_at"),
+			 errdetail("A mirror holds the source table's current rows and is filled by the initial copy; without it the mirror would hold only the rows changed from now on."),
+			 mode == MSSQL_SNAPSHOT_NEVER ?
+			 errhint("Add the table with snapshot_mode 'initial' (the default), or keep a changelog only (mirror => false).") :
+			 errhint("Leave start_at out, or keep a changelog only (mirror => false).")));
+}
+
 /* at least one second: partitions are closed and dropped between windows */
 static void
 check_interval(Interval *value, const char *what)

@@ -68,32 +68,6 @@ mirror_require_primary_key(const MssqlSourceTable *src)
 			 errhint("Add a primary key to the source table (and call mssql_cdc.resnapshot() if the capture instance must change), or capture it with a changelog only: mirror => false.")));
 }
 
-/*
- * A mirror equals the source at every commit only if it starts from a copy:
- * streamed from "now" or from start_at it would lack every row that did not
- * change since.  alter_table refuses a new mirror for a 'never' table the
- * same way (mirror_alter.c).
- */
-void
-mirror_require_copy(const MssqlSourceTable *src, MssqlSnapshotMode mode, bool start_at)
-{
-	const char *display = mssql_display_name(src->schema, src->table);
-
-	if (mode == MSSQL_SNAPSHOT_NEVER)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a mirror cannot be added to table %s, which has snapshot_mode 'never'",
-						display),
-				 errdetail("A mirror is filled by a snapshot of the table; without one it would lack every row not changed since."),
-				 errhint("Add the table with snapshot_mode 'initial' (the default), or without a mirror.")));
-	if (start_at)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a mirror cannot be added to table %s together with start_at", display),
-				 errdetail("A table streamed from start_at is not copied; its mirror would lack every row not changed since."),
-				 errhint("Add the table without a mirror, then call mssql_cdc.alter_table(mirror => true), which copies it.")));
-}
-
 char *
 mirror_build_ddl(const char *schema, const char *table, const char *source_label,
 				 const MssqlColumn *cols, int ncols)

@@ -7,7 +7,9 @@
 # (stand-in option lob_op4_unchanged_null) keeps its value, also when the
 # same window set it before; a mirror-only table never writes a staging
 # row (pg_stat_user_tables: no tuple inserted or deleted); a table without a primary key
-# cannot get a mirror, nor one streamed without a copy (snapshot_mode 'never', start_at).
+# cannot get a mirror, nor one streamed without a copy (snapshot_mode 'never', start_at);
+# a capture-instance switch adds the new column to the mirror and keeps
+# the one no longer captured.
 use strict;
 use warnings;
 
@@ -51,11 +53,13 @@ my $m2_pg = q{SELECT format('%s|%s', id, coalesce(v::text, 'null')) FROM public.
 # ---------------------------------------------------------------------------
 # No primary key: refused, with why and what to do; nothing is created
 # ---------------------------------------------------------------------------
-my ($ret, $out, $err) = $node->psql('postgres',
-	q{SELECT mssql_cdc.add_table('src', 'dbo.nopk', snapshot_mode => 'never', mirror => true)});
+# (the mirror is the reason, not the copy, whose hint, snapshot_mode
+# 'never', would not help: a mirror needs the copy)
+my ($ret, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+SELECT mssql_cdc.add_table('src', 'dbo.nopk', mirror => true)});
 isnt($ret, 0, 'a mirror of a table without a primary key is refused');
-like($err, qr/dbo\.nopk of server "src" has no primary key, so it cannot have a mirror table/,
-	'the error says why');
+like($err, qr/55000: table dbo\.nopk of server "src" has no primary key, so it cannot have a mirror table/,
+	'the error says why (SQLSTATE 55000)');
 like($err, qr/HINT:  Add a primary key to the source table.*mirror => false/s, 'and what to do');
 is($node->safe_psql('postgres',
 		q{SELECT (SELECT count(*) FROM mssql_cdc.tables WHERE source_table = 'nopk')}
@@ -67,17 +71,18 @@ like($err, qr/changelog => false needs a mirror table/, 'changelog => false alon
 
 # A mirror starts from a copy: a table streamed without one (snapshot_mode
 # 'never', or start_at) would have a mirror missing every row not changed
-# since, so it is refused, as alter_table refuses it (doc/sql-api.md).
+# since, so it is refused before SQL Server is asked, as alter_table
+# refuses it (doc/sql-api.md).
 ($ret, $out, $err) = $node->psql('postgres',
 	q{SELECT mssql_cdc.add_table('src', 'dbo.m2', snapshot_mode => 'never', mirror => true)});
-like($err, qr/ERROR:  a mirror cannot be added to table dbo\.m2, which has snapshot_mode 'never'/,
+like($err, qr/ERROR:  a mirror table needs snapshot_mode 'initial'/,
 	"a mirror of a table that is never copied is refused");
 my ($max_lsn) = $si->tsql(q{SELECT 'lsn=' + CONVERT(varchar(30), sys.fn_cdc_get_max_lsn(), 1)})
   =~ /lsn=0x([0-9A-F]{20})/i;
 $max_lsn = '0x' . uc($max_lsn);
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT mssql_cdc.add_table('src', 'dbo.m2', start_at => '$max_lsn', mirror => true)");
-like($err, qr/ERROR:  a mirror cannot be added to table dbo\.m2 together with start_at/,
+like($err, qr/ERROR:  a mirror table cannot be combined with start_at/,
 	'a mirror of a table streamed from start_at without a copy is refused');
 is($node->safe_psql('postgres',
 		q{SELECT (SELECT count(*) FROM mssql_cdc.tables WHERE source_table = 'm2')}
@@ -187,6 +192,36 @@ $node->restart;
 is($node->safe_psql('postgres',
 		q{SELECT n_tup_ins || ' ' || n_tup_del || ' ' || n_tup_upd FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2'::regclass}),
 	'0 0 0', 'the mirror-only table wrote nothing to its staging table, in the copy or while streaming');
+
+# ---------------------------------------------------------------------------
+# A capture-instance switch of the mirror-only table: the new instance's
+# column is added to the mirror in the switching window (NULL in the rows
+# it has), a column the new instance no longer captures stays and keeps
+# its last value, and the window's temporary table is made again with the
+# staging table's new columns
+# ---------------------------------------------------------------------------
+$si->tsql_ok(q{ALTER TABLE dbo.m2 ADD w int NULL},
+	q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'm2', @role_name = NULL, @capture_instance = N'dbo_m2_v2', @captured_column_list = N'id, w'},
+	q{UPDATE dbo.m2 SET w = 7, v = 99 WHERE id = 2},
+	q{INSERT INTO dbo.m2 (id, v, w) VALUES (7, 70, 77)});
+ok($node->poll_query_until('postgres',
+		q{SELECT capture_instance = 'dbo_m2_v2' FROM mssql_cdc.tables WHERE source_table = 'm2'}),
+	'the mirror-only table switched to its second capture instance')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM mssql_cdc.status; SELECT * FROM mssql_cdc.errors');
+is($node->safe_psql('postgres', q{
+SELECT array_to_string(columns_added, ',') || ' ' || array_to_string(columns_not_captured, ',')
+  FROM mssql_cdc.capture_instance_switches JOIN mssql_cdc.tables USING (table_id) WHERE source_table = 'm2'}),
+	'w v', 'the switch added w and no longer captures v');
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'public.src_dbo_m2_mirror'::regclass AND attnum > 0}),
+	'id integer, v integer, w integer', 'the mirror got the new column, and kept the one no longer captured');
+ok($node->poll_query_until('postgres',
+		q{SELECT string_agg(format('%s|%s|%s', id, coalesce(v::text, 'null'), coalesce(w::text, 'null')), ',' ORDER BY id) FROM public.src_dbo_m2_mirror},
+		'2|21|7,3|30|null,4|40|null,5|50|null,6|60|null,7|null|77'),
+	'after the switch: w from the new instance (NULL in rows not changed since), v keeps its last value')
+  or diag $node->safe_psql('postgres', 'SELECT * FROM public.src_dbo_m2_mirror ORDER BY id; SELECT * FROM mssql_cdc.errors');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM public.src_dbo_m2}), '0',
+	'the mirror-only table still stages nothing');
 cmp_ok($node->safe_psql('postgres',
 		q{SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = 'public.src_dbo_m2_mirror'::regclass}),
 	'>=', 4, 'while its mirror got the rows (the statistics do count the worker)');

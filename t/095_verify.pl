@@ -149,6 +149,11 @@ SELECT string_agg(kind || ' ' || (key->>'id') || ' ' || coalesce(array_to_string
   FROM mssql_cdc.verify_mismatches WHERE run_id = $f[0]}),
 	'different 3 amount; missing 5 -; different 7 name; different 9 ts; extra 999 -',
 	'their keys and differing columns are in verify_mismatches: a changed value, a deleted row, NULL vs empty, 1 microsecond, an extra row');
+is($node->safe_psql('postgres', qq{
+SELECT count(*) FILTER (WHERE m.mirror_lsn OPERATOR(mssql_cdc.<=) s.checkpoint_lsn) || '/' || count(*)
+  FROM mssql_cdc.verify_mismatches m, mssql_cdc.status s
+ WHERE m.run_id = $f[0] AND s.source_table = 'dbo.v'}),
+	'5/5', 'each reported key names the mirror checkpoint it was confirmed at');
 diag 'under load: ' . $node->safe_psql('postgres',
 	qq{SELECT format('%s rows, %s candidates, %s settled as concurrent changes, %s', source_rows, candidates, rechecked, elapsed) FROM mssql_cdc.verify_runs WHERE run_id = $f[0]});
 

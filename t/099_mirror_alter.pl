@@ -6,7 +6,8 @@
 # throughout, and a row that is not at the source is gone afterwards; the
 # mirror keeps its OID; changelog => false stops the changelog,
 # mirror => false stops the mirror and keeps the table; mirror => false and
-# remove_table during a rebuild drop the shadow.
+# remove_table during a rebuild drop the shadow; verify() refuses a table
+# that is being copied.
 use strict;
 use warnings;
 
@@ -100,6 +101,12 @@ my $oid = $node->safe_psql('postgres', q{SELECT 'public.src_dbo_a1_mirror'::regc
 $node->safe_psql('postgres', q{INSERT INTO public.src_dbo_a1_mirror VALUES (99999, 0, 'stray')});
 $bg->{stderr} = '';
 $node->safe_psql('postgres', q{SELECT mssql_cdc.resnapshot('src', 'dbo.a1')});
+# while it is copied again its mirror does not follow the source: verify()
+# refuses it before reading anything
+($ret, $out, $err) = $node->psql('postgres', q{\set VERBOSITY verbose
+CALL mssql_cdc.verify('src', 'dbo.a1')});
+like($err, qr/55000: table dbo\.a1 of server "src" is not streaming \(phase (pending|snapshotting)\)/,
+	'verify() refuses a table that is being copied (SQLSTATE 55000)');
 $si->tsql_ok(q{UPDATE dbo.a1 SET v = v + 1 WHERE id > 200}, q{INSERT INTO dbo.a1 VALUES (1000, 1, N'new')});
 $bg->query($reader_sql->(1, 100, 4));
 $notices = $bg->{stderr} // '';
