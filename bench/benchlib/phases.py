@@ -146,11 +146,14 @@ CHANGE_COLUMNS = "__$start_lsn, __$seqval, __$operation, __$update_mask"
 # the other
 FUNCTION_SERVER = "src_fn"
 
-def add_streaming_table(pg, name, server="src", function_path=False, options=""):
+def add_streaming_table(pg, name, server="src", function_path=False, options="", snapshot_mode="never"):
     """A table streamed by `server` (add_table's `options`, e.g.
     ", mirror => true"); with function_path also through the function-path
-    source FUNCTION_SERVER (paused until function_path_run)."""
-    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => 'never'%s)" % (server, name, options))
+    source FUNCTION_SERVER (paused until function_path_run).  A mirror needs
+    snapshot_mode 'initial' (doc/mirror.md): the tables are empty when
+    added, so that copy is empty and the table streams once it is done."""
+    pg.psql("SELECT mssql_cdc.add_table('%s', 'dbo.%s', snapshot_mode => '%s'%s)"
+            % (server, name, snapshot_mode, options))
     C.wait_until(pg, name, lambda state, applied, snap: state == "streaming", 120, server=server)
     if not function_path:
         return
@@ -249,7 +252,7 @@ def streaming(si, pg, raw, name, rows, txn_rows, workdir, mirror=False):
     function = function_path_run(si, pg, name, rows)
     mirrored = None
     if mirror:
-        add_streaming_table(pg, TB.STREAM_MIRROR[0], options=MIRROR_STREAM_OPTIONS)
+        add_streaming_table(pg, TB.STREAM_MIRROR[0], options=MIRROR_STREAM_OPTIONS, snapshot_mode="initial")
         apply_profile(pg)
         mirrored = catch_up(si, pg, TB.STREAM_MIRROR[0], rows, txn_rows)
         mirrored["profile"] = apply_profile(pg)
