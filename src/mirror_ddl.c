@@ -2,8 +2,9 @@
  *
  * mirror_ddl.c
  *		Mirror tables: their default name, the refusal of sources without a
- *		primary key or without a copy to start from, their DDL and their
- *		catalog entry (mirror.h, doc/mirror.md).
+ *		primary key, their DDL and their catalog entry (mirror.h,
+ *		doc/mirror.md).  add_table's refusal of a mirror without a copy to
+ *		start from is an argument check (api_check_mirror_start).
  *
  * IDENTIFICATION
  *		src/mirror_ddl.c
