@@ -193,8 +193,8 @@ REVOKE ALL ON FUNCTION mssql_cdc.reset_table(name, text, text) FROM PUBLIC;
 -- (how the worker's open connection to SQL Server is protected), and
 -- mssql_cdc.status shows them as its last two columns.  A function's OUT
 -- columns cannot be changed in place, and the view depends on it.  Round
--- trips (issue 16): it also gets requests_sent, windows and snapshot_chunks
--- at the end (the view does not show them).
+-- trips (issue 16): it also gets requests_sent, windows, snapshot_chunks and
+-- polls_ahead at the end (the view does not show them).
 -- ---------------------------------------------------------------------------
 DROP VIEW mssql_cdc.status;
 DROP FUNCTION mssql_cdc.worker_state();
@@ -214,7 +214,8 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT certificate_validated boolean,
 	OUT requests_sent bigint,
 	OUT windows bigint,
-	OUT snapshot_chunks bigint)
+	OUT snapshot_chunks bigint,
+	OUT polls_ahead bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -226,7 +227,8 @@ COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
 'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
 'validated (NULL while it has none), and the round trips of its current or last run: requests '
-'sent to SQL Server, windows (polls) and snapshot chunks';
+'sent to SQL Server, windows (polls), snapshot chunks, and the polls whose request was sent '
+'ahead, during the snapshot chunk before them';
 
 CREATE VIEW mssql_cdc.status AS
 SELECT

@@ -68,6 +68,9 @@ def parse_args():
                          "streaming, no 4-table copy)")
     ap.add_argument("--rtt-parallel-only", action="store_true",
                     help="the rtt phase runs only its 4-table initial copy, parallel vs one at a time")
+    ap.add_argument("--rtt-snapshot-only", action="store_true",
+                    help="the rtt phase runs only its single-table snapshot next to freebcp→COPY (no streaming, "
+                         "no many-tables streaming, no 4-table copy)")
     ap.add_argument("--rtt-perf", action="store_true",
                     help="perf record -g the worker during each many-tables run (workdir/perf-<server>.data)")
     ap.add_argument("--no-mirror", dest="mirror", action="store_false",
@@ -209,8 +212,9 @@ def main():
                 report["rtt"] = RTT.rtt_cost(si, pg, a.rtt_ms, a.rows, a.small_txn_rows, workdir,
                                              ntables=a.rtt_tables, many_rows=a.rtt_rows,
                                              tables_only=a.rtt_tables_only,
+                                             snapshot_only=a.rtt_snapshot_only,
                                              perf_dir=workdir if a.rtt_perf else None)
-            if not a.rtt_tables_only:
+            if not a.rtt_tables_only and not a.rtt_snapshot_only:
                 print("== RTT: 4-table initial copy, parallel vs one at a time, at %s ms" % a.rtt_ms, flush=True)
                 report["rtt_parallel"] = RTTP.parallel_copy(si, pg, a.rtt_ms, a.rtt_rows, a.chunk_rows)
         report["finished"] = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")

@@ -19,7 +19,8 @@ CREATE FUNCTION mssql_cdc.worker_state(
 	OUT certificate_validated boolean,
 	OUT requests_sent bigint,
 	OUT windows bigint,
-	OUT snapshot_chunks bigint)
+	OUT snapshot_chunks bigint,
+	OUT polls_ahead bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'mssql_cdc_worker_state'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -31,7 +32,8 @@ COMMENT ON FUNCTION mssql_cdc.worker_state() IS
 'source transactions committed after lag_base_lsn (the streaming checkpoint) are not applied yet, '
 'and whether the worker''s open connection is encrypted and SQL Server''s certificate was '
 'validated (NULL while it has none), and the round trips of its current or last run: requests '
-'sent to SQL Server, windows (polls) and snapshot chunks';
+'sent to SQL Server, windows (polls), snapshot chunks, and the polls whose request was sent '
+'ahead, during the snapshot chunk before them';
 
 CREATE FUNCTION mssql_cdc.launcher_pid()
 RETURNS integer

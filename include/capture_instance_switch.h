@@ -60,9 +60,12 @@ typedef struct SourceCdcState
  * sys.sp_cdc_help_change_data_capture for all tables (it lists the capture
  * instances the login may read, on SQL Server and the stand-in alike), and
  * with poll (not NULL) the poll of the max LSN after them (cdc_window.h):
- * the poll is one request.
+ * the poll is one request.  ci_source_state_batch is its text (the caller
+ * sends it, now or ahead of its use: worker_poll_ahead.c), and
+ * ci_read_source_state_reply reads its reply once awaited.
  */
-extern void ci_read_source_state(TdsSession *session, SourceCdcState *state, CdcPoll *poll);
+extern char *ci_source_state_batch(const CdcPoll *poll);
+extern void ci_read_source_state_reply(TdsSession *session, SourceCdcState *state, CdcPoll *poll);
 
 typedef enum CiPlanKind
 {

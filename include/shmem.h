@@ -80,6 +80,7 @@ typedef struct MssqlCdcSlotState
 	int64		requests_sent;	/* requests sent to SQL Server by this run */
 	int64		windows;		/* polls (windows) of this run */
 	int64		snapshot_chunks;	/* snapshot chunks read by this run */
+	int64		polls_ahead;	/* polls of this run sent ahead */
 	int			consecutive_failures;
 	TimestampTz next_attempt_at;	/* 0 = may start now */
 	TimestampTz crashed_at;		/* 0 = no failure recorded */
@@ -183,6 +184,9 @@ extern void cdc_slot_report_connection(bool connected, bool encrypted,
  */
 extern void cdc_slot_count_request(void);
 extern void cdc_slot_count_chunk(void);
+
+/* A poll whose reply was read from the batch sent ahead (polls_ahead) */
+extern void cdc_slot_count_poll_ahead(void);
 
 /* After a committed batch: the failure streak is over. */
 extern void cdc_slot_report_success(void);

@@ -225,6 +225,17 @@ extern void tds_send(TdsSession *session, const char *sql);
 extern void tds_await(TdsSession *session);
 
 /*
+ * A batch sent long before its reply is wanted, while the session may be
+ * used for other batches in between (which cancel it, as any new batch
+ * cancels the results pending): tds_send_ahead returns its serial (unique
+ * among every batch the process sends), and tds_await_ahead waits for its
+ * reply and returns true only when it is still the batch the session waits
+ * for; false means the reply is gone and the caller sends the batch now.
+ */
+extern uint64 tds_send_ahead(TdsSession *session, const char *sql);
+extern bool tds_await_ahead(TdsSession *session, uint64 serial);
+
+/*
  * Same, but a SQL Server error (not a connection problem) returns false
  * with the session still usable and the error in tds_session_last_error.
  */

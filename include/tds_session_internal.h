@@ -37,6 +37,7 @@ struct TdsSession
 	bool		interrupted;	/* our interrupt handler stopped a wait */
 	bool		results_pending;	/* batch sent, results not all read */
 	bool		reply_awaited;	/* tds_send done, tds_await not yet */
+	uint64		sent_serial;	/* the last batch sent (tds_send_ahead) */
 	bool		batch_end_seen; /* the batch's last statement answered */
 	TdsRemoteError err;			/* filled by the db-lib callbacks */
 	TdsSessionSecurity security;	/* set by tds_tls_login, */

@@ -149,6 +149,19 @@ extern MssqlSourceTable *worker_describe_source(const MssqlCdcTable *table);
  */
 extern bool worker_check_cdc_enabled(List *tables, CdcPoll *poll);
 
+/* ---- worker_poll_ahead.c ------------------------------------------------ */
+
+/*
+ * The next iteration's poll, sent on worker_session before the current
+ * iteration's last snapshot chunk; worker_poll_exec runs a poll batch,
+ * taking the reply of the one sent ahead when it is this text and nothing
+ * cancelled it; forget drops it (before a sleep, or where the poll must be
+ * read now).
+ */
+extern void worker_poll_send_ahead(void);
+extern void worker_poll_exec(const char *sql);
+extern void worker_poll_forget_ahead(void);
+
 /* ---- worker_window.c ---------------------------------------------------- */
 
 /*

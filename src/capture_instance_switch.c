@@ -43,23 +43,10 @@
 #include "source_name.h"
 #include "staging.h"
 
-void
-ci_read_source_state(TdsSession *session, SourceCdcState *state, CdcPoll *poll)
+char *
+ci_source_state_batch(const CdcPoll *poll)
 {
-	static const char *const db_names[] = {"name", "is_cdc_enabled"};
-	static const char *const ci_names[] = {"source_schema", "source_table", "capture_instance",
-	"start_lsn"};
 	StringInfoData sql;
-	List	   *rows;
-	ListCell   *lc;
-	int			nresult = 0;
-	bool		listed = false;
-	bool		usable;
-
-	memset(state, 0, sizeof(*state));
-	state->cdc_enabled = true;	/* unless sys.databases says otherwise */
-	if (poll != NULL)
-		poll->read = poll->found = false;
 
 	/*
 	 * The procedure raises an error on a database without CDC, so it runs
@@ -72,7 +59,25 @@ ci_read_source_state(TdsSession *session, SourceCdcState *state, CdcPoll *poll)
 						   " EXEC sys.sp_cdc_help_change_data_capture");
 	if (poll != NULL)
 		appendStringInfo(&sql, "; %s", cdc_poll_max_lsn_sql(poll->server_zone));
-	tds_exec(session, sql.data);
+	return sql.data;
+}
+
+void
+ci_read_source_state_reply(TdsSession *session, SourceCdcState *state, CdcPoll *poll)
+{
+	static const char *const db_names[] = {"name", "is_cdc_enabled"};
+	static const char *const ci_names[] = {"source_schema", "source_table", "capture_instance",
+	"start_lsn"};
+	List	   *rows;
+	ListCell   *lc;
+	int			nresult = 0;
+	bool		listed = false;
+	bool		usable;
+
+	memset(state, 0, sizeof(*state));
+	state->cdc_enabled = true;	/* unless sys.databases says otherwise */
+	if (poll != NULL)
+		poll->read = poll->found = false;
 	while (tds_next_result(session))
 	{
 		if (tds_num_cols(session) == 0)

@@ -68,6 +68,7 @@ typedef struct MssqlCdcSlot
 	int64		requests_sent;
 	int64		windows;
 	int64		snapshot_chunks;
+	int64		polls_ahead;
 } MssqlCdcSlot;
 
 typedef struct MssqlCdcControl
@@ -344,6 +345,7 @@ cdc_slot_copy(int index, MssqlCdcSlotState *out)
 	out->requests_sent = slot->requests_sent;
 	out->windows = slot->windows;
 	out->snapshot_chunks = slot->snapshot_chunks;
+	out->polls_ahead = slot->polls_ahead;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -382,6 +384,7 @@ cdc_slot_reset_progress(MssqlCdcSlot *slot, MssqlCdcPhase phase)
 	slot->requests_sent = 0;
 	slot->windows = 0;
 	slot->snapshot_chunks = 0;
+	slot->polls_ahead = 0;
 	SpinLockRelease(&slot->mutex);
 }
 
@@ -692,6 +695,17 @@ cdc_slot_count_chunk(void)
 
 	SpinLockAcquire(&slot->mutex);
 	slot->snapshot_chunks++;
+	SpinLockRelease(&slot->mutex);
+}
+
+/* A poll whose reply came from the batch sent ahead (worker_poll_ahead.c) */
+void
+cdc_slot_count_poll_ahead(void)
+{
+	MssqlCdcSlot *slot = cdc_my_slot();
+
+	SpinLockAcquire(&slot->mutex);
+	slot->polls_ahead++;
 	SpinLockRelease(&slot->mutex);
 }
 

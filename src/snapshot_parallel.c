@@ -67,10 +67,18 @@ in_turn(List *copying, int32 next_table_id)
 	return ordered;
 }
 
+/* milliseconds from a to b */
+static long
+elapsed_ms(TimestampTz a, TimestampTz b)
+{
+	return (long) ((b - a) / 1000);
+}
+
 bool
 worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 {
 	static int32 next_table_id = 0;
+	static long last_chunk_ms = 0;	/* how long the last chunk took */
 	TimestampTz started = GetCurrentTimestamp();
 	List	   *waiting = NIL;	/* copies without a session this time */
 	bool		progressed = false;
@@ -90,7 +98,10 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 	 * reads and the max-LSN poll of an iteration would otherwise sit
 	 * between every two chunks, while the streaming tables need their
 	 * windows only about once a poll interval (so they wait at most a poll
-	 * interval plus one chunk, however many tables copy).  A copy that ends
+	 * interval plus two chunks, however many tables copy: the iteration
+	 * ends after the chunk that has the next poll in flight, foreseen from
+	 * the last chunk's time, or else after the one following it).  A copy
+	 * that ends
 	 * leaves the turn; a table waiting for a connection starts at the next
 	 * poll.
 	 */
@@ -98,21 +109,36 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 	while (copying != NIL)
 	{
 		MssqlCdcTable *table;
+		TimestampTz chunk_started = GetCurrentTimestamp();
+		bool		last = false;
 
 		CHECK_FOR_INTERRUPTS();
 		i = i % list_length(copying);
 		table = list_nth(copying, i);
+
+		/*
+		 * The chunk that will likely end the iteration has the next
+		 * iteration's poll in flight while it is read and written
+		 * (worker_poll_ahead.c), and it does end the iteration.
+		 */
+		if (elapsed_ms(started, chunk_started) + last_chunk_ms >= mssql_cdc_poll_interval)
+		{
+			worker_poll_send_ahead();
+			last = true;
+		}
 		switch (worker_copy_snapshot_chunk(server, table))
 		{
 			case SNAPSHOT_CHUNK_MORE:
 				progressed = true;
 				i++;
 				worker_note_snapshot_isolation(table);
+				last_chunk_ms = elapsed_ms(chunk_started, GetCurrentTimestamp());
 				break;
 			case SNAPSHOT_CHUNK_DONE:
 				progressed = true;
 				copying = list_delete_nth_cell(copying, i);
 				worker_note_snapshot_isolation(table);
+				last_chunk_ms = elapsed_ms(chunk_started, GetCurrentTimestamp());
 				break;
 			case SNAPSHOT_CHUNK_NO_SESSION:
 				/* out of this iteration's rounds; it keeps its copy */
@@ -120,8 +146,11 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 				waiting = lappend(waiting, table);
 				break;
 		}
-		if (ConfigReloadPending || cdc_slot_stop_requested() ||
-			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), mssql_cdc_poll_interval))
+		/*
+		 * A chunk that took longer than foreseen does not end the iteration
+		 * itself: the next one, which sends the poll ahead, does.
+		 */
+		if (last || ConfigReloadPending || cdc_slot_stop_requested())
 			break;
 	}
 	if (copying == NIL)

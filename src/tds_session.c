@@ -415,6 +415,9 @@ tds_session_security(TdsSession *session)
 
 /* ---- batches ------------------------------------------------------------ */
 
+/* every batch this process sent, for tds_send_ahead's serials */
+static uint64 batches_sent = 0;
+
 /*
  * Queue the batch and its end marker and send them, without waiting for the
  * reply (dbsqlsend): the caller may do other work, e.g. write the previous
@@ -446,6 +449,7 @@ send_internal(TdsSession *session, const char *sql, bool tolerate_remote)
 		return tds_after_call(session, true, "sending a query", tolerate_remote);
 	session->results_pending = true;
 	session->reply_awaited = true;
+	session->sent_serial = ++batches_sent;
 	/* tds_after_call reads what a silent failure left in errno */
 	errno = 0;
 	cdc_slot_count_request();	/* one round trip (worker_state().requests_sent) */
@@ -486,6 +490,23 @@ void
 tds_await(TdsSession *session)
 {
 	await_internal(session, false);
+}
+
+uint64
+tds_send_ahead(TdsSession *session, const char *sql)
+{
+	send_internal(session, sql, false);
+	return session->sent_serial;
+}
+
+bool
+tds_await_ahead(TdsSession *session, uint64 serial)
+{
+	if (serial == 0 || tds_session_is_dead(session) || !session->reply_awaited ||
+		session->sent_serial != serial)
+		return false;
+	await_internal(session, false);
+	return true;
 }
 
 void

@@ -515,6 +515,15 @@ run_iteration(void)
 
 	tables = read_catalog(&server);
 	ensure_connected();
+	/* a table to stream "from now on" needs a max LSN read after it was added */
+	foreach(lc, tables)
+	{
+		MssqlCdcTable *table = lfirst(lc);
+
+		if (table->phase == MSSQL_PHASE_PENDING &&
+			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
+			worker_poll_forget_ahead();
+	}
 	/*
 	 * capture instances of the source, for switches
 	 * (capture_instance_switch.c), and the max LSN: one request
@@ -676,6 +685,7 @@ handle_iteration_error(void)
 	if (worker_session != NULL)
 		tds_session_close(worker_session);
 	worker_session = NULL;
+	worker_poll_forget_ahead();
 	snapshot_lanes_close();
 	memset(&connect_error, 0, sizeof(connect_error));
 	worker_clear_context();
@@ -783,6 +793,8 @@ mssql_cdc_worker_main(Datum main_arg)
 			int			rc;
 
 			cdc_slot_report_phase(CDC_PHASE_IDLE);
+			/* after the sleep the poll is read anew (worker_poll_ahead.c) */
+			worker_poll_forget_ahead();
 			rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						   mssql_cdc_poll_interval, PG_WAIT_EXTENSION);
 			if (rc & WL_LATCH_SET)

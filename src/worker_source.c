@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "apply.h"
+#include "capture_instance_switch.h"
 #include "catalog.h"
 #include "column_selection.h"
 #include "error_condition.h"
@@ -347,7 +348,8 @@ worker_check_cdc_enabled(List *tables, CdcPoll *poll)
 	char	   *message;
 	char	   *hint;
 
-	ci_read_source_state(worker_session, &worker_source_cdc, poll);
+	worker_poll_exec(ci_source_state_batch(poll));
+	ci_read_source_state_reply(worker_session, &worker_source_cdc, poll);
 	if (worker_source_cdc.cdc_enabled)
 		return true;
 	ci_explain_cdc_disabled(&worker_source_cdc, worker_server_name, &message, &hint);

@@ -26,7 +26,7 @@
 #include "lsn.h"
 #include "shmem.h"
 
-#define WORKER_STATE_COLUMNS	15
+#define WORKER_STATE_COLUMNS	16
 
 PG_FUNCTION_INFO_V1(mssql_cdc_worker_state);
 PG_FUNCTION_INFO_V1(mssql_cdc_launcher_pid);
@@ -45,7 +45,8 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
  *		OUT consecutive_failures integer, OUT next_attempt_at timestamptz,
  *		OUT lag_base_lsn mssql_cdc.lsn, OUT lag_transactions bigint,
  *		OUT encrypted boolean, OUT certificate_validated boolean,
- *		OUT requests_sent bigint, OUT windows bigint, OUT snapshot_chunks bigint)
+ *		OUT requests_sent bigint, OUT windows bigint, OUT snapshot_chunks bigint,
+ *		OUT polls_ahead bigint)
  *
  * The slots are copied under their locks first and turned into tuples
  * afterwards, so no lock is held while allocating.
@@ -113,6 +114,7 @@ mssql_cdc_worker_state(PG_FUNCTION_ARGS)
 		values[12] = Int64GetDatum(slot->requests_sent);
 		values[13] = Int64GetDatum(slot->windows);
 		values[14] = Int64GetDatum(slot->snapshot_chunks);
+		values[15] = Int64GetDatum(slot->polls_ahead);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

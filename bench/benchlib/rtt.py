@@ -237,24 +237,32 @@ def tables_at(si, pg, ms, rows, txn_rows, ntables, perf_dir=None):
     return r
 
 
-def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=None, tables_only=False,
-             perf_dir=None):
-    """{"<ms>": {"snapshot": {...}, "streaming": {...}, "tables": {...}}} at
-    each delay (tables_only: just "tables", the many-tables comparison); the
-    other phases' workers are paused first (their polls would share the
-    stand-in), the delay is back at 0 afterwards."""
-    for server in ("src", "plain", "tls"):
-        try:
-            P.pause(pg, server)
-        except RuntimeError:
-            pass                    # no tables there: no worker to stop
-    # a source table per delay, so that each backlog is new rows
+def create_sources(si, delays, ntables):
+    """The streaming phase's source table per delay (each backlog is new
+    rows), the quiet tables every "many tables" server captures, and the
+    busy ones."""
     si.tsql("\n".join(TB.create_sql(("rtt_stream_%s" % label(ms), TB.NARROW[1])) + "\n" +
                       TB.enable_cdc_sql(("rtt_stream_%s" % label(ms), None)) for ms in delays))
     # the quiet tables every "many tables" server captures, and the busy ones
     create_tables(si, [quiet_name(j) for j in range(1, ntables - BUSY_TABLES + 1)] +
                   [busy_name(n, ms, i) for ms in delays for n in (BUSY_TABLES, ntables)
                    for i in range(1, BUSY_TABLES + 1)])
+
+
+def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=None, tables_only=False,
+             perf_dir=None, snapshot_only=False):
+    """{"<ms>": {"snapshot": {...}, "streaming": {...}, "tables": {...}}} at
+    each delay (tables_only: just "tables", the many-tables comparison;
+    snapshot_only: just "snapshot"); the other phases' workers are paused
+    first (their polls would share the stand-in), the delay is back at 0
+    afterwards."""
+    for server in ("src", "plain", "tls"):
+        try:
+            P.pause(pg, server)
+        except RuntimeError:
+            pass                    # no tables there: no worker to stop
+    if not snapshot_only:
+        create_sources(si, delays, ntables)
     results = {}
     n = rows // txn_rows * txn_rows
     # the many-tables backlog may be smaller (--rtt-rows): 200 tables' polls make it slow
@@ -264,6 +272,10 @@ def rtt_cost(si, pg, delays, rows, txn_rows, workdir, ntables=200, many_rows=Non
             si.ctl("rtt", ms=ms)
             t0 = time.time()
             results[str(ms)] = {}
+            if snapshot_only:
+                print("   RTT %s ms: snapshot" % ms, flush=True)
+                results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir)}
+                continue
             if not tables_only:
                 print("   RTT %s ms: snapshot, then streaming" % ms, flush=True)
                 results[str(ms)] = {"snapshot": snapshot_at(si, pg, ms, rows, workdir),
