@@ -185,10 +185,12 @@ def rtt_table(results, cfg):
              "Snapshot: the narrow table; streaming: a backlog of %d-row transactions. Requests: what the "
              "worker sent while it was timed, and its snapshot chunks and windows (polls) in that span, "
              "from its own counters (`mssql_cdc.worker_state()`); the stand-in's count of requests with the worker's application name is "
-             "shown as a cross-check (for the snapshot it includes add_table's checks)." % cfg["small_txn_rows"], "",
+             "shown as a cross-check (for the snapshot it includes add_table's checks); polls sent ahead: "
+             "of those polls, the ones sent while the chunk before them was read and written "
+             "(`worker_state().polls_ahead`, doc/snapshot.md \"Round trips between chunks\")." % cfg["small_txn_rows"], "",
              "| RTT | phase | rows | mssql_cdc rows/s | freebcp→COPY rows/s | × freebcp→COPY | requests "
-             "| chunks / windows | requests per chunk / window | stand-in counted |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| chunks / windows | requests per chunk / window | stand-in counted | polls sent ahead |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for ms, res in results.items():
         for phase, key, per in (("snapshot", "chunks", "requests_per_chunk"),
                                 ("streaming", "windows", "requests_per_window")):
@@ -196,9 +198,10 @@ def rtt_table(results, cfg):
                 continue            # --rtt-tables-only
             r, b = res[phase]["mssql_cdc"], res[phase]["freebcp→COPY"]
             v = rtt_ratio(res[phase])
-            lines.append("| %s ms | %s | %d | %s | %s | %s | %d | %d | %s | %d |" % (
+            lines.append("| %s ms | %s | %d | %s | %s | %s | %d | %d | %s | %d | %s |" % (
                 ms, phase, r["rows"], fmt_rate(r), fmt_rate(b), "–" if v is None else "%.2f" % v,
-                r["requests"], r[key], "–" if r.get(per) is None else "%.1f" % r[per], r["standin_requests"]))
+                r["requests"], r[key], "–" if r.get(per) is None else "%.1f" % r[per], r["standin_requests"],
+                r.get("polls_ahead", "–")))
     return lines + [""]
 
 

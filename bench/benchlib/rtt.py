@@ -70,10 +70,10 @@ def worker_requests(si, server):
 
 def worker_counts(pg, server):
     """The worker's own round-trip counters (mssql_cdc.worker_state())."""
-    row = pg.psql("SELECT requests_sent, windows, snapshot_chunks FROM mssql_cdc.worker_state() "
+    row = pg.psql("SELECT requests_sent, windows, snapshot_chunks, polls_ahead FROM mssql_cdc.worker_state() "
                   "WHERE server_name = '%s'" % server)
-    requests, windows, chunks = (int(v) for v in row.split("|"))
-    return {"requests": requests, "windows": windows, "chunks": chunks}
+    requests, windows, chunks, ahead = (int(v) for v in row.split("|"))
+    return {"requests": requests, "windows": windows, "chunks": chunks, "polls_ahead": ahead}
 
 
 def counts(si, pg, server, since=None):
