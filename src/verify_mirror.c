@@ -65,9 +65,14 @@ verify_key_unnest(VerifyTable *vt, int first_param)
 	int			k;
 
 	initStringInfo(&buf);
-	appendStringInfoString(&buf, "pg_catalog.unnest(");
+	/*
+	 * ROWS FROM, not unnest($1, $2): the multi-argument unnest is a syntax
+	 * of FROM that exists only unqualified, and pg_catalog.unnest has one
+	 * argument
+	 */
+	appendStringInfoString(&buf, "ROWS FROM (");
 	for (k = 0; k < vt->nkey; k++)
-		appendStringInfo(&buf, "%s$%d", k ? ", " : "", first_param + k);
+		appendStringInfo(&buf, "%spg_catalog.unnest($%d)", k ? ", " : "", first_param + k);
 	appendStringInfoString(&buf, ") WITH ORDINALITY AS s(");
 	for (k = 0; k < vt->nkey; k++)
 		appendStringInfo(&buf, "_k%d, ", k + 1);
