@@ -41,6 +41,8 @@ typedef struct ApplyResult
 	TimestampTz last_commit_time;	/* 0 when unknown */
 	/* the row budget was spent: only [from, last_lsn] was read */
 	bool		cut;
+	/* mirrored: an update pair 3/4 may have moved a row to another key */
+	bool		key_moves;
 } ApplyResult;
 
 /* How a window's change query is read */

@@ -94,9 +94,12 @@ mirror_enabled(const MssqlCdcTable *table)
  * same transaction: change the mirror to the last change of every key in
  * execution order (set-based; see mirror_apply.c), as run_as.  In
  * mirror-only mode the staging rows of the window are deleted again.
+ * key_moves: an update pair of the window may have moved a row to another
+ * key (ApplyResult.key_moves).
  */
 extern void mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src,
-								Oid run_as, const MssqlLsn *from, const MssqlLsn *to);
+								Oid run_as, const MssqlLsn *from, const MssqlLsn *to,
+								bool key_moves);
 
 /*
  * After a snapshot chunk's rows (at L0, _cdc_seqval from first_seqval on)

@@ -32,6 +32,17 @@ typedef struct MirrorColumn
 /* The staged columns, key columns in key order first (*nkey of them) */
 extern MirrorColumn *mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey);
 
+/* the staging rows of alias in the window [$1, $2] */
+#define MIRROR_LSN_RANGE_OF(alias) \
+	" " alias "._cdc_lsn OPERATOR(mssql_cdc.>=) $1::mssql_cdc.lsn" \
+	" AND " alias "._cdc_lsn OPERATOR(mssql_cdc.<=) $2::mssql_cdc.lsn"
+
+/*
+ * SQL that is true when row alias's update_after did not set the LOB
+ * column with mask ordinal n (bit 0: its value, possibly NULL, is not one)
+ */
+extern char *mirror_lob_unchanged(const char *alias, int n);
+
 /* "a.k1 = b.k1 AND a.k2 = b.k2" */
 extern void mirror_append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey,
 								   const char *a, const char *b);
@@ -40,9 +51,27 @@ extern void mirror_append_key_join(StringInfo sql, const MirrorColumn *cols, int
 extern void mirror_append_names(StringInfo sql, const MirrorColumn *cols, int from, int to,
 								const char *prefix);
 
+/* the SQL of the value of LOB column i (a SELECT list entry) */
+typedef char *(*MirrorLobValue) (const MirrorColumn *cols, int i);
+
+/*
+ * "INSERT INTO mirror (columns) SELECT w.c1, ...": the columns of row w,
+ * a LOB column's as lob_value says
+ */
+extern void mirror_append_insert_select(StringInfo sql, const char *mirror,
+										const MirrorColumn *cols, int ncols,
+										MirrorLobValue lob_value);
+
 /* ON CONFLICT (keys) DO UPDATE SET c = EXCLUDED.c ... (DO NOTHING: key only) */
 extern void mirror_append_upsert_tail(StringInfo sql, const MirrorColumn *cols, int ncols,
 									  int nkey);
+
+/*
+ * The window statement when an update pair may have moved a row to another
+ * key (mirror_moves.c); parameters $1 and $2 are the window's LSN range
+ */
+extern char *mirror_moves_window_sql(const char *staged, const char *mirror,
+									 const MirrorColumn *cols, int ncols, int nkey);
 
 /* Run SQL (no parameters) as run_as; returns SPI's result code */
 extern int	mirror_run_sql(const char *sql, Oid run_as);

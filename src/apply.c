@@ -195,28 +195,36 @@ change_row_values(TdsSession *session, StagingUnit *unit, ChangeKey *key)
 }
 
 /*
- * A before-image (operation 3) that the changelog does not keep is read
- * for the mirror only, which needs it where the update moved the row to
- * another key: the 3 holds the old key, which the mirror deletes
- * (mirror_apply.c).  One whose 4 has the same key is of no use to the
- * mirror (the 4 comes after it in execution order and is the key's
- * change), so it is held back until the next row and dropped when that
- * is its 4 with the same key: it is neither written to the staging table
- * (or the window's temporary table) nor deleted from it again.  Keys are
- * compared as their TDS bytes: equal bytes are the same key, and a key
- * equal in other bytes (a case-insensitive collation) only keeps a
- * before-image that was not needed.  The held row's values stay in the
- * writer's row context, which only a write resets (staging_writer.h).
+ * A mirror needs a before-image (operation 3) where the update moved the
+ * row to another key: the 3 holds the old key, which the mirror deletes,
+ * and the LOB columns the update did not assign have their values there
+ * (mirror_apply.c, mirror_moves.c).  So each 3 of a mirrored table is
+ * compared with the next row: when that is its 4 with the same key, the
+ * update kept the key; otherwise the window may have moved a row
+ * (ApplyResult.key_moves), and only such windows pay for following moves.
+ * When the changelog keeps no before-images, one whose 4 has the same key
+ * is of no use to the mirror (the 4 comes after it in execution order and
+ * is the key's change), so it is held back until the next row and dropped
+ * when that is its 4 with the same key: it is neither written to the
+ * staging table (or the window's temporary table) nor deleted from it
+ * again.  Keys are compared as their TDS bytes: equal bytes are the same
+ * key, and a key equal in other bytes (a case-insensitive collation) only
+ * costs a before-image kept or a window applied as one with moves.  The
+ * held row's values stay in the writer's row context, which only a write
+ * resets (staging_writer.h).
  */
 typedef struct HeldBefore
 {
-	int			nkey;			/* 0: before-images are never held */
+	bool		mirrored;		/* false: before-images are not looked at */
+	bool		hold;			/* the changelog keeps none: hold them */
+	int			nkey;			/* 0: keys cannot be compared */
 	int		   *key_cols;		/* the key's TDS result columns */
-	bool		held;
+	bool		pending;		/* a 3 whose 4 has not been read yet */
+	bool		held;			/* ... whose row is held back */
 	ChangeKey	key;
 	Datum	   *values;
 	bool	   *nulls;
-	StringInfoData *bytes;		/* the held row's key columns, as read */
+	StringInfoData *bytes;		/* the 3's key columns, as read */
 	bool	   *key_nulls;
 } HeldBefore;
 
@@ -229,8 +237,10 @@ held_init(HeldBefore *h, const MssqlCdcTable *table, const MssqlSourceTable *src
 	int			i;
 
 	memset(h, 0, sizeof(*h));
-	if (!mirror_enabled(table) || (table->changelog && table->update_before) || src->nkey <= 0)
+	if (!mirror_enabled(table) || src->nkey <= 0)
 		return;
+	h->mirrored = true;
+	h->hold = !(table->changelog && table->update_before);
 	h->key_cols = palloc(sizeof(int) * list_length(source_cols));
 	foreach(lc, source_cols)
 		if (((const MssqlColumn *) lfirst(lc))->is_key)
@@ -247,9 +257,12 @@ held_init(HeldBefore *h, const MssqlCdcTable *table, const MssqlSourceTable *src
 		initStringInfo(&h->bytes[i]);
 }
 
-/* Hold the current row, a before-image; its values are unit's */
+/*
+ * Take the current row, a 3 (its values are unit's): its key is kept for
+ * the next row, and the row held back or written
+ */
 static void
-held_take(HeldBefore *h, TdsSession *session, const StagingUnit *unit, const ChangeKey *key)
+held_take(HeldBefore *h, TdsSession *session, StagingUnit *unit, const ChangeKey *key)
 {
 	int			i;
 
@@ -263,13 +276,19 @@ held_take(HeldBefore *h, TdsSession *session, const StagingUnit *unit, const Cha
 		if (data != NULL)
 			appendBinaryStringInfo(&h->bytes[i], (const char *) data, len);
 	}
+	h->key = *key;
+	h->pending = true;
+	if (!h->hold)
+	{
+		staging_writer_add(unit->writer, unit->values, unit->nulls);
+		return;
+	}
 	memcpy(h->values, unit->values, sizeof(Datum) * unit->ncols);
 	memcpy(h->nulls, unit->nulls, sizeof(bool) * unit->ncols);
-	h->key = *key;
 	h->held = true;
 }
 
-/* Whether the current row is the held before-image's 4 with the same key */
+/* Whether the current row is the pending 3's 4 with the same key */
 static bool
 held_pair(const HeldBefore *h, TdsSession *session, const MssqlLsn *start_lsn)
 {
@@ -294,13 +313,24 @@ held_pair(const HeldBefore *h, TdsSession *session, const MssqlLsn *start_lsn)
 	return true;
 }
 
-/* Write the held before-image (if any) */
+/*
+ * Settle the pending 3 (if any) at the current row (NULL: the end of the
+ * result): dropped when the row is its 4 with the same key, else written
+ * if held, and the window may have moved a row
+ */
 static void
-held_write(HeldBefore *h, StagingUnit *unit)
+held_settle(HeldBefore *h, TdsSession *session, const MssqlLsn *start_lsn, StagingUnit *unit,
+			ApplyResult *result)
 {
-	if (h->held)
-		staging_writer_add(unit->writer, h->values, h->nulls);
-	h->held = false;
+	if (!h->pending)
+		return;
+	if (start_lsn == NULL || !held_pair(h, session, start_lsn))
+	{
+		result->key_moves = true;
+		if (h->held)
+			staging_writer_add(unit->writer, h->values, h->nulls);
+	}
+	h->pending = h->held = false;
 }
 
 char *
@@ -439,13 +469,7 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 				result.last_commit_time = 0;
 		}
 		/* before the row's values: writing the held row may reset their memory */
-		if (held.held)
-		{
-			if (held_pair(&held, session, &key.start_lsn))
-				held.held = false;
-			else
-				held_write(&held, unit);
-		}
+		held_settle(&held, session, &key.start_lsn, unit, &result);
 		change_row_values(session, unit, &key);
 		/* asked for by the mirror only: not a change the table keeps */
 		if (key.op == 3 && !table->update_before)
@@ -490,11 +514,16 @@ apply_read_changes(TdsSession *session, const MssqlCdcTable *table,
 		if (key.op == 3 && held.nkey > 0)
 			held_take(&held, session, unit, &key);
 		else
+		{
+			/* a 3 whose key cannot be compared may be a move */
+			if (key.op == 3 && held.mirrored)
+				result.key_moves = true;
 			staging_writer_add(unit->writer, unit->values, unit->nulls);
+		}
 		result.rows++;
 	}
 
-	held_write(&held, unit);
+	held_settle(&held, session, NULL, unit, &result);
 	staging_unit_close(unit);
 	return result;
 }

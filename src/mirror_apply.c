@@ -20,7 +20,9 @@
  *	  whose update-mask bit is 0 was not changed by the update, and its
  *	  value (possibly NULL) is not a value: the column takes the value of
  *	  the key's latest change in the window that did set it, else keeps
- *	  the mirror's stored value.
+ *	  the mirror's stored value.  A window in which an update pair may
+ *	  have moved a row to another key is applied by the statement of
+ *	  mirror_moves.c instead, which follows the value from the old key.
  *
  * A mirror-only table's window is read from its temporary table
  * (mirror_window_stage.c), which empties at commit.  A snapshot chunk's
@@ -47,10 +49,7 @@
 #include "mirror.h"
 #include "mirror_internal.h"
 
-#define LSN_RANGE_OF(a) \
-	" " a "._cdc_lsn OPERATOR(mssql_cdc.>=) $1::mssql_cdc.lsn" \
-	" AND " a "._cdc_lsn OPERATOR(mssql_cdc.<=) $2::mssql_cdc.lsn"
-#define LSN_RANGE LSN_RANGE_OF("s")
+#define LSN_RANGE MIRROR_LSN_RANGE_OF("s")
 #define CHUNK_RANGE \
 	" s._cdc_lsn OPERATOR(mssql_cdc.=) $1::mssql_cdc.lsn" \
 	" AND s._cdc_command_id OPERATOR(pg_catalog.=) 0" \
@@ -59,15 +58,13 @@
 #define EXEC_ORDER_DESC \
 	"s._cdc_lsn DESC, s._cdc_command_id DESC, s._cdc_seqval DESC, s._cdc_op DESC"
 
-/* true when row alias's update_after did not set the LOB column with ordinal n */
+/* a LOB column's value: w's when set, else its latest in the window, else kept */
 static char *
-lob_unchanged(const char *alias, int n)
+lob_value(const MirrorColumn *cols, int i)
 {
-	return psprintf("(%s._cdc_op = 'update_after' AND %s._cdc_update_mask IS NOT NULL"
-					" AND pg_catalog.length(%s._cdc_update_mask) > %d"
-					" AND pg_catalog.get_bit(%s._cdc_update_mask,"
-					" (pg_catalog.length(%s._cdc_update_mask) - 1 - %d) * 8 + %d) = 0)",
-					alias, alias, alias, (n - 1) / 8, alias, alias, (n - 1) / 8, (n - 1) % 8);
+	return psprintf("CASE WHEN NOT %s THEN w.%s WHEN l%d.%s IS NOT NULL THEN l%d.v ELSE m.%s END",
+					mirror_lob_unchanged("w", cols[i].mask_ordinal), cols[i].name,
+					i, cols[0].name, i, cols[i].name);
 }
 
 static char *
@@ -100,7 +97,7 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 		mirror_append_names(&sql, cols, 0, nkey, "s.");
 		appendStringInfo(&sql, ", s.%s AS v FROM %s s WHERE" LSN_RANGE
 						 " AND s._cdc_op IN ('insert', 'update_after') AND NOT %s ORDER BY ",
-						 cols[i].name, staging, lob_unchanged("s", cols[i].mask_ordinal));
+						 cols[i].name, staging, mirror_lob_unchanged("s", cols[i].mask_ordinal));
 		mirror_append_names(&sql, cols, 0, nkey, "s.");
 		appendStringInfoString(&sql, ", " EXEC_ORDER_DESC ")");
 	}
@@ -110,21 +107,7 @@ build_window_sql(const char *staging, const char *mirror, const MirrorColumn *co
 	mirror_append_key_join(&sql, cols, nkey, "m", "w");
 	appendStringInfoString(&sql, ") ");
 	/* the others: upsert */
-	appendStringInfo(&sql, "INSERT INTO %s (", mirror);
-	mirror_append_names(&sql, cols, 0, ncols, "");
-	appendStringInfoString(&sql, ") SELECT ");
-	for (i = 0; i < ncols; i++)
-	{
-		if (i > 0)
-			appendStringInfoString(&sql, ", ");
-		if (cols[i].mask_ordinal == 0)
-			appendStringInfo(&sql, "w.%s", cols[i].name);
-		else
-			appendStringInfo(&sql, "CASE WHEN NOT %s THEN w.%s WHEN l%d.%s IS NOT NULL"
-							 " THEN l%d.v ELSE m.%s END",
-							 lob_unchanged("w", cols[i].mask_ordinal), cols[i].name,
-							 i, cols[0].name, i, cols[i].name);
-	}
+	mirror_append_insert_select(&sql, mirror, cols, ncols, lob_value);
 	appendStringInfoString(&sql, " FROM w");
 	if (any_lob)
 	{
@@ -169,7 +152,7 @@ build_inserts_sql(const char *staging, const char *mirror, const MirrorColumn *c
 	appendStringInfoString(&sql, ") SELECT ");
 	mirror_append_names(&sql, cols, 0, ncols, "s.");
 	appendStringInfo(&sql, " FROM %s s WHERE" LSN_RANGE " AND NOT EXISTS (SELECT FROM %s o WHERE"
-					 LSN_RANGE_OF("o") " AND o._cdc_op OPERATOR(pg_catalog.<>) 'insert')",
+					 MIRROR_LSN_RANGE_OF("o") " AND o._cdc_op OPERATOR(pg_catalog.<>) 'insert')",
 					 staging, staging);
 	return sql.data;
 }
@@ -315,7 +298,7 @@ run_as_role(const MssqlCdcTable *table, Oid run_as, const char *inserts_sql,
  */
 static void
 apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
-			const char *target, bool window, const char *range,
+			const char *target, bool window, bool key_moves, const char *range,
 			const MssqlLsn *a, const MssqlLsn *b)
 {
 	MirrorColumn *cols;
@@ -323,6 +306,8 @@ apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
 	int			nkey;
 	const char *staged;
 	const char *mirror = quote_qualified_identifier(table->mirror_schema, target);
+	const char *inserts_sql = NULL;
+	const char *apply_sql;
 
 	cols = mirror_columns(src, &ncols, &nkey);
 	if (window && !table->changelog)
@@ -330,18 +315,26 @@ apply_range(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
 						  quote_identifier(mirror_window_stage_name(table->table_id)));
 	else
 		staged = quote_qualified_identifier(table->staging_schema, table->staging_table);
-	run_as_role(table, run_as, window ? build_inserts_sql(staged, mirror, cols, ncols) : NULL,
-				window ? build_window_sql(staged, mirror, cols, ncols, nkey)
-				: build_snapshot_sql(staged, mirror, cols, ncols, nkey),
-				window, range, a, b);
+	if (!window)
+		apply_sql = build_snapshot_sql(staged, mirror, cols, ncols, nkey);
+	else if (key_moves)
+		/* a window with updates, so no inserts-only one */
+		apply_sql = mirror_moves_window_sql(staged, mirror, cols, ncols, nkey);
+	else
+	{
+		inserts_sql = build_inserts_sql(staged, mirror, cols, ncols);
+		apply_sql = build_window_sql(staged, mirror, cols, ncols, nkey);
+	}
+	run_as_role(table, run_as, inserts_sql, apply_sql, window, range, a, b);
 }
 
 void
 mirror_apply_window(const MssqlCdcTable *table, const MssqlSourceTable *src, Oid run_as,
-					const MssqlLsn *from, const MssqlLsn *to)
+					const MssqlLsn *from, const MssqlLsn *to, bool key_moves)
 {
 	if (mirror_enabled(table))
-		apply_range(table, src, run_as, table->mirror_table, true, LSN_RANGE, from, to);
+		apply_range(table, src, run_as, table->mirror_table, true, key_moves, LSN_RANGE,
+					from, to);
 }
 
 void
@@ -354,6 +347,6 @@ mirror_apply_snapshot(const MssqlCdcTable *table, const MssqlSourceTable *src, O
 		return;
 	/* a resnapshot fills the shadow; readers keep the whole old mirror */
 	shadow = mirror_shadow_if_building(table);
-	apply_range(table, src, run_as, shadow ? shadow : table->mirror_table, false,
+	apply_range(table, src, run_as, shadow ? shadow : table->mirror_table, false, false,
 				CHUNK_RANGE, l0, first_seqval);
 }

@@ -69,6 +69,16 @@ mirror_columns(const MssqlSourceTable *src, int *ncols, int *nkey)
 	return cols;
 }
 
+char *
+mirror_lob_unchanged(const char *alias, int n)
+{
+	return psprintf("(%s._cdc_op = 'update_after' AND %s._cdc_update_mask IS NOT NULL"
+					" AND pg_catalog.length(%s._cdc_update_mask) > %d"
+					" AND pg_catalog.get_bit(%s._cdc_update_mask,"
+					" (pg_catalog.length(%s._cdc_update_mask) - 1 - %d) * 8 + %d) = 0)",
+					alias, alias, alias, (n - 1) / 8, alias, alias, (n - 1) / 8, (n - 1) % 8);
+}
+
 /* "a.k1 = b.k1 AND a.k2 = b.k2" */
 void
 mirror_append_key_join(StringInfo sql, const MirrorColumn *cols, int nkey, const char *a, const char *b)
@@ -87,6 +97,26 @@ mirror_append_names(StringInfo sql, const MirrorColumn *cols, int from, int to, 
 
 	for (i = from; i < to; i++)
 		appendStringInfo(sql, "%s%s%s", i > from ? ", " : "", prefix, cols[i].name);
+}
+
+void
+mirror_append_insert_select(StringInfo sql, const char *mirror, const MirrorColumn *cols,
+							int ncols, MirrorLobValue lob_value)
+{
+	int			i;
+
+	appendStringInfo(sql, "INSERT INTO %s (", mirror);
+	mirror_append_names(sql, cols, 0, ncols, "");
+	appendStringInfoString(sql, ") SELECT ");
+	for (i = 0; i < ncols; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(sql, ", ");
+		if (cols[i].mask_ordinal == 0)
+			appendStringInfo(sql, "w.%s", cols[i].name);
+		else
+			appendStringInfoString(sql, lob_value(cols, i));
+	}
 }
 
 /* ON CONFLICT (keys) DO UPDATE SET ... (DO NOTHING for a key-only table) */

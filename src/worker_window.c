@@ -373,15 +373,16 @@ apply_mirrors(List *ready, List *instances, const ApplyResult *results,
 	forboth(lc, ready, lc2, instances)
 	{
 		MssqlCdcTable *table = lfirst(lc);
+		const ApplyResult *result = &results[i++];
 
 		/* sat out (-1), or nothing read */
-		if (results[i++].rows <= 0)
+		if (result->rows <= 0)
 			continue;
 		/* a failure here is this table's, as one of its read (worker_staging_park.c) */
 		worker_ctx_table_id = table->table_id;
 		worker_ctx_window_table = true;
 		worker_ctx_window_checkpoint = *checkpoint;
-		mirror_apply_window(table, lfirst(lc2), worker_args.run_as, from, to);
+		mirror_apply_window(table, lfirst(lc2), worker_args.run_as, from, to, result->key_moves);
 		worker_ctx_window_table = false;
 	}
 	worker_ctx_table_id = 0;
