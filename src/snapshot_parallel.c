@@ -67,13 +67,6 @@ in_turn(List *copying, int32 next_table_id)
 	return ordered;
 }
 
-/* milliseconds from a to b */
-static long
-elapsed_ms(TimestampTz a, TimestampTz b)
-{
-	return (long) ((b - a) / 1000);
-}
-
 bool
 worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 {
@@ -101,9 +94,8 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 	 * interval plus two chunks, however many tables copy: the iteration
 	 * ends after the chunk that has the next poll in flight, foreseen from
 	 * the last chunk's time, or else after the one following it).  A copy
-	 * that ends
-	 * leaves the turn; a table waiting for a connection starts at the next
-	 * poll.
+	 * that ends leaves the turn; a table waiting for a connection starts at
+	 * the next poll.
 	 */
 	copying = in_turn(copying, next_table_id);
 	while (copying != NIL)
@@ -121,7 +113,7 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 		 * iteration's poll in flight while it is read and written
 		 * (worker_poll_ahead.c), and it does end the iteration.
 		 */
-		if (elapsed_ms(started, chunk_started) + last_chunk_ms >= mssql_cdc_poll_interval)
+		if (TimestampDifferenceMilliseconds(started, chunk_started) + last_chunk_ms >= mssql_cdc_poll_interval)
 		{
 			worker_poll_send_ahead();
 			last = true;
@@ -132,13 +124,13 @@ worker_copy_snapshots(MssqlCdcServer *server, List *copying)
 				progressed = true;
 				i++;
 				worker_note_snapshot_isolation(table);
-				last_chunk_ms = elapsed_ms(chunk_started, GetCurrentTimestamp());
+				last_chunk_ms = TimestampDifferenceMilliseconds(chunk_started, GetCurrentTimestamp());
 				break;
 			case SNAPSHOT_CHUNK_DONE:
 				progressed = true;
 				copying = list_delete_nth_cell(copying, i);
 				worker_note_snapshot_isolation(table);
-				last_chunk_ms = elapsed_ms(chunk_started, GetCurrentTimestamp());
+				last_chunk_ms = TimestampDifferenceMilliseconds(chunk_started, GetCurrentTimestamp());
 				break;
 			case SNAPSHOT_CHUNK_NO_SESSION:
 				/* out of this iteration's rounds; it keeps its copy */

@@ -522,7 +522,10 @@ run_iteration(void)
 
 		if (table->phase == MSSQL_PHASE_PENDING &&
 			table->snapshot_mode == MSSQL_SNAPSHOT_NEVER && !table->has_checkpoint_lsn)
+		{
 			worker_poll_forget_ahead();
+			break;
+		}
 	}
 	/*
 	 * capture instances of the source, for switches
