@@ -62,34 +62,57 @@ parse_int64_or(const char *text, int64 fallback)
 	return (int64) v;
 }
 
-/* The partition row count: cheap and approximate, like SQL Server's own */
-static int64
-estimate_rows(TdsSession *session, const MssqlSourceTable *src)
+/*
+ * L0 (sys.fn_cdc_get_max_lsn()) and the partition row count, cheap and
+ * approximate like SQL Server's own, in one request.  The count goes
+ * second: progress is a nicety, and a login that may not read
+ * sys.partitions still snapshots (its error ends the batch after L0 was
+ * read; estimate -1).  False when SQL Server has no max LSN yet.
+ */
+static bool
+read_max_lsn_and_estimate(TdsSession *session, const MssqlSourceTable *src, MssqlLsn *l0,
+						  int64 *estimate)
 {
 	char	   *name = psprintf("%s.%s", tds_quote_ident(src->schema), tds_quote_ident(src->table));
-	char	   *sql = psprintf("SELECT SUM(rows) FROM sys.partitions"
+	char	   *sql = psprintf("SELECT sys.fn_cdc_get_max_lsn(); "
+							   "SELECT SUM(rows) FROM sys.partitions"
 							   " WHERE object_id = OBJECT_ID(%s) AND index_id IN (0, 1)",
 							   tds_quote_nstring(name));
-	int64		estimate = -1;
-	bool		seen = false;
+	int			result = 0;
+	bool		found = false;
+	TdsStep		step = TDS_STEP_DONE;
 
-	/* progress is a nicety: a login that may not read sys.partitions still snapshots */
-	if (!tds_exec_try(session, sql))
-		return -1;
-	for (;;)
+	*estimate = -1;
+	if (tds_exec_try(session, sql))
 	{
-		TdsStep		r = tds_next_result_try(session);
-
-		if (r != TDS_STEP_MORE)
-			break;
-		while (tds_next_row_try(session) == TDS_STEP_MORE)
+		while ((step = tds_next_result_try(session)) == TDS_STEP_MORE)
 		{
-			if (!seen && tds_num_cols(session) >= 1)
-				estimate = parse_int64_or(tds_col_text(session, 1), -1);
-			seen = true;
+			bool		first_row = true;
+
+			if (tds_num_cols(session) == 0)
+				continue;
+			while ((step = tds_next_row_try(session)) == TDS_STEP_MORE)
+			{
+				if (!first_row)
+					continue;	/* drain the rest */
+				first_row = false;
+				if (result == 0)
+					found = tds_col_lsn(session, 1, l0);
+				else if (result == 1)
+					*estimate = parse_int64_or(tds_col_text(session, 1), -1);
+			}
+			if (step == TDS_STEP_REMOTE_ERROR)
+				break;
+			result++;
 		}
 	}
-	return estimate;
+	else
+		step = TDS_STEP_REMOTE_ERROR;
+	/* only the count may fail */
+	if (step == TDS_STEP_REMOTE_ERROR && result == 0)
+		tds_report_error(tds_session_server_name(session), tds_session_last_error(session),
+						 "reading the snapshot's start LSN");
+	return found;
 }
 
 /* The LSN just before lsn (80-bit -1 with borrow); lsn must not be zero. */
@@ -111,7 +134,7 @@ snapshot_read_start(TdsSession *session, const MssqlSourceTable *src, MssqlLsn *
 
 	if (!ci->has_start_lsn)
 		return false;
-	if (!tds_fetch_lsn(session, "SELECT sys.fn_cdc_get_max_lsn()", l0))
+	if (!read_max_lsn_and_estimate(session, src, l0, total_estimate))
 		return false;
 
 	/*
@@ -125,7 +148,6 @@ snapshot_read_start(TdsSession *session, const MssqlSourceTable *src, MssqlLsn *
 		*l0 = ci->start_lsn;
 		lsn_decrement(l0);
 	}
-	*total_estimate = estimate_rows(session, src);
 	return true;
 }
 
