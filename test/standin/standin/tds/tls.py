@@ -152,7 +152,8 @@ class TlsConfig:
 def parse_protocols(text: str) -> tuple:
     """The enabled TLS versions of a comma list, oldest first; they must
     be neighbours (one range), as a minimum and maximum can express."""
-    wanted = {v.strip() for v in text.split(",") if v.strip()}
+    # str(): the control port's JSON may carry 1.3 as a number
+    wanted = {v.strip() for v in str(text).split(",") if v.strip()}
     if not wanted or not wanted <= set(PROTOCOLS):
         raise ValueError("protocols must be a comma list of %s" % ", ".join(PROTOCOLS))
     enabled = tuple(v for v in PROTOCOLS if v in wanted)
