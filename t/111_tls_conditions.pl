@@ -197,7 +197,8 @@ $si->tls_offer('off');
 scenario(what => 'a server with TLS 1.3 alone', condition => 'tls_handshake_failed',
 	message => qr/the TLS handshake failed/,
 	detail => qr/SQL Server ended the TLS handshake with the alert "[^"]*protocol version"/i,
-	hint => qr/See DETAIL for what the TLS library reported .*no common protocol version/,
+	# what to change: the versions enabled on SQL Server's machine
+	hint => qr/See DETAIL for what the TLS library reported\..*No common protocol version or cipher: SQL Server's machine must have TLS 1\.2 enabled/,
 	break => sub { $si->tls_protocols('1.3') },
 	fix => sub { $si->tls_protocols('1.2') });
 
