@@ -318,9 +318,12 @@ tds_tls_failure_hint(TdsTlsFailure failure, const char *server_name)
 			return pstrdup("The CA revoked SQL Server's certificate (it is listed in crl_file): SQL Server "
 						   "needs a new one.");
 		case TDS_TLS_HANDSHAKE:
-			return psprintf("See DETAIL for what the TLS library reported (no common protocol version or "
-							"cipher, a malformed certificate, a connection closed during the handshake).  "
-							"Check that host and port of server \"%s\" lead to SQL Server itself.",
+			/* TLS 1.3 alone on SQL Server's machine is the likely cause: name the fix */
+			return psprintf("See DETAIL for what the TLS library reported.  No common protocol version or "
+							"cipher: SQL Server's machine must have TLS 1.2 enabled (SQL Server uses TLS 1.3 "
+							"only with TDS 8.0, which FreeTDS 1.3 does not speak) and a cipher suite GnuTLS "
+							"supports.  An alert or a connection closed during the handshake: check that host "
+							"and port of server \"%s\" lead to SQL Server itself.",
 							server_name);
 		case TDS_TLS_CA_FILE:
 			return psprintf("Fix the file named in DETAIL, or name another: ALTER SERVER %s OPTIONS (SET "
