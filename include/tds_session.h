@@ -86,7 +86,8 @@ typedef enum TdsTlsFailure
 	TDS_TLS_NAME_MISMATCH,		/* does not name the host option */
 	TDS_TLS_REVOKED,			/* listed in crl_file */
 	TDS_TLS_HANDSHAKE,			/* the TLS handshake itself failed */
-	TDS_TLS_FILE				/* ca_file or crl_file unusable */
+	TDS_TLS_CA_FILE,			/* ca_file (or the system store) unusable */
+	TDS_TLS_CRL_FILE			/* crl_file unusable */
 } TdsTlsFailure;
 
 /*

@@ -287,7 +287,7 @@ append_detail(StringInfo detail, const TdsRemoteError *err)
 		appendStringInfo(detail, "Line %d: %s", err->msgline, err->msgtext);
 	}
 	if (err->dberr != 0 && !(err->dberr == SYBESMSG && err->msgno != 0) &&
-		err->tls_failure != TDS_TLS_FILE)
+		err->tls_failure != TDS_TLS_CA_FILE && err->tls_failure != TDS_TLS_CRL_FILE)
 	{
 		if (detail->len > 0)
 			appendStringInfoChar(detail, '\n');

@@ -106,13 +106,13 @@ check_trust_files(const MssqlServerOptions *opts, TdsRemoteError *err)
 	if (opts->ca_file != NULL && strcmp(opts->ca_file, MSSQL_CDC_CA_FILE_SYSTEM) != 0 &&
 		!check_trust_file("ca_file", opts->ca_file, err->tls_detail, sizeof(err->tls_detail)))
 	{
-		err->tls_failure = TDS_TLS_FILE;
+		err->tls_failure = TDS_TLS_CA_FILE;
 		return false;
 	}
 	if (opts->crl_file != NULL &&
 		!check_trust_file("crl_file", opts->crl_file, err->tls_detail, sizeof(err->tls_detail)))
 	{
-		err->tls_failure = TDS_TLS_FILE;
+		err->tls_failure = TDS_TLS_CRL_FILE;
 		return false;
 	}
 	return true;
@@ -243,7 +243,8 @@ tds_tls_condition(TdsTlsFailure failure)
 			return COND_CERTIFICATE_REVOKED;
 		case TDS_TLS_HANDSHAKE:
 			return COND_TLS_HANDSHAKE_FAILED;
-		case TDS_TLS_FILE:
+		case TDS_TLS_CA_FILE:
+		case TDS_TLS_CRL_FILE:
 			return COND_TLS_FILE_UNUSABLE;
 		case TDS_TLS_NONE:
 			break;
@@ -272,8 +273,10 @@ tds_tls_failure_summary(TdsTlsFailure failure)
 			return "the server's TLS certificate has been revoked";
 		case TDS_TLS_HANDSHAKE:
 			return "the TLS handshake failed";
-		case TDS_TLS_FILE:
+		case TDS_TLS_CA_FILE:
 			return "a file of trusted certificates cannot be used";
+		case TDS_TLS_CRL_FILE:
+			return "the certificate revocation list cannot be used";
 		case TDS_TLS_NONE:
 			break;
 	}
@@ -315,14 +318,23 @@ tds_tls_failure_hint(TdsTlsFailure failure, const char *server_name)
 			return pstrdup("The CA revoked SQL Server's certificate (it is listed in crl_file): SQL Server "
 						   "needs a new one.");
 		case TDS_TLS_HANDSHAKE:
-			return psprintf("See DETAIL for what the TLS library reported (no common protocol version or "
-							"cipher, a malformed certificate, a connection closed during the handshake).  "
-							"Check that host and port of server \"%s\" lead to SQL Server itself.",
+			/* TLS 1.3 alone on SQL Server's machine is the likely cause: name the fix */
+			return psprintf("See DETAIL for what the TLS library reported.  No common protocol version or "
+							"cipher: SQL Server's machine must have TLS 1.2 enabled (SQL Server uses TLS 1.3 "
+							"only with TDS 8.0, which FreeTDS 1.3 does not speak) and a cipher suite GnuTLS "
+							"supports.  An alert or a connection closed during the handshake: check that host "
+							"and port of server \"%s\" lead to SQL Server itself.",
 							server_name);
-		case TDS_TLS_FILE:
+		case TDS_TLS_CA_FILE:
 			return psprintf("Fix the file named in DETAIL, or name another: ALTER SERVER %s OPTIONS (SET "
 							"ca_file '...').  It must be a regular file of PEM certificates, owned by the "
 							"database server's operating-system user or root and writable by no one else.", q);
+		case TDS_TLS_CRL_FILE:
+			/* naming ca_file here sent users to change the file that was fine */
+			return psprintf("Fix the file named in DETAIL, or name another: ALTER SERVER %s OPTIONS (SET "
+							"crl_file '...').  It must be a regular file with the PEM revocation list of the CA "
+							"that issued SQL Server's certificate, owned by the database server's operating-system "
+							"user or root and writable by no one else.", q);
 		case TDS_TLS_NONE:
 			break;
 	}

@@ -546,7 +546,7 @@ load_trust(gnutls_certificate_credentials_t cred, const MssqlServerOptions *opts
 		{
 			snprintf(detail, size, "ca_file 'system': the operating system's trust store holds no "
 					 "certificates GnuTLS can load (%s).", rc < 0 ? gnutls_strerror(rc) : "none found");
-			return TDS_TLS_FILE;
+			return TDS_TLS_CA_FILE;
 		}
 	}
 	else
@@ -556,7 +556,7 @@ load_trust(gnutls_certificate_credentials_t cred, const MssqlServerOptions *opts
 		{
 			snprintf(detail, size, "ca_file \"%s\" holds no PEM certificate GnuTLS can load (%s).",
 					 opts->ca_file, rc < 0 ? gnutls_strerror(rc) : "none found");
-			return TDS_TLS_FILE;
+			return TDS_TLS_CA_FILE;
 		}
 	}
 	if (opts->crl_file != NULL)
@@ -566,7 +566,7 @@ load_trust(gnutls_certificate_credentials_t cred, const MssqlServerOptions *opts
 		{
 			snprintf(detail, size, "crl_file \"%s\" holds no PEM revocation list GnuTLS can load (%s).",
 					 opts->crl_file, rc < 0 ? gnutls_strerror(rc) : "none found");
-			return TDS_TLS_FILE;
+			return TDS_TLS_CRL_FILE;
 		}
 	}
 	return TDS_TLS_NONE;

@@ -10,8 +10,8 @@
 # With tls => 'off' | 'on' | 'required' | 'not-supported' the stand-in gets
 # a server certificate of a private test CA (test/standin/make-test-certs;
 # $si->cert_file('ca') is the CA to trust) and that encryption setting;
-# $si->use_certificate('expired') and $si->tls_offer('on') change them for
-# the logins that follow.
+# $si->use_certificate('expired'), $si->tls_offer('on') and
+# $si->tls_protocols('1.3') change them for the logins that follow.
 #
 # A real SQL Server instead of the stand-in: set
 #   MSSQL_CDC_TEST_SERVER='host=sql1;port=1433;user=sa;password=…;database=cdctest'
@@ -153,6 +153,15 @@ sub tls_offer
 {
 	my ($self, $offer) = @_;
 	$self->ctl('tls', "offer=$offer");
+	return;
+}
+
+# The TLS versions enabled on the server's machine from now on: '1.2',
+# '1.3' (no TDS 7.x handshake succeeds), '1.0' ... (ENGINE.md, TLS).
+sub tls_protocols
+{
+	my ($self, $protocols) = @_;
+	$self->ctl('tls', "protocols=$protocols");
 	return;
 }
 

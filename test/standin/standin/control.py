@@ -144,7 +144,8 @@ class Controller:
             # what the server offers and with which certificate, for the
             # connections that log in from now on
             try:
-                self.server.tls.configure(args.get("cert"), args.get("key"), args.get("offer"))
+                self.server.tls.configure(args.get("cert"), args.get("key"), args.get("offer"),
+                                         args.get("protocols"))
             except (ValueError, OSError) as exc:
                 raise ControlError(str(exc)) from exc
             self.server.log.write(0, "control", cmd=cmd, args=args)

@@ -32,6 +32,15 @@ OFFER_REQUIRED = "required"        # like "on", but always answers ENCRYPT_REQ
 OFFER_NOT_SUPPORTED = "not-supported"   # no certificate: no TLS at all
 OFFERS = (OFFER_OFF, OFFER_ON, OFFER_REQUIRED, OFFER_NOT_SUPPORTED)
 
+# The TLS versions enabled for the server on its machine (Schannel's
+# "Enabled" value per protocol, ENGINE.md "TLS"), oldest first.  A TDS 7.x
+# handshake uses those up to TLS 1.2: SQL Server speaks TLS 1.3 only with
+# TDS 8.0.  The default is what a current SQL Server negotiates.
+PROTOCOLS = ("1.0", "1.1", "1.2", "1.3")
+DEFAULT_PROTOCOLS = "1.2"
+_VERSIONS = {"1.0": ssl.TLSVersion.TLSv1, "1.1": ssl.TLSVersion.TLSv1_1,
+             "1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
 # What the connection does after the PRELOGIN exchange.
 MODE_NONE = "none"                 # everything in clear
 MODE_LOGIN_ONLY = "login_only"     # LOGIN7 in TLS, then clear
@@ -94,25 +103,31 @@ class TlsConfig:
     that is current when its handshake starts."""
 
     def __init__(self, cert_file: Optional[str] = None, key_file: Optional[str] = None,
-                 offer: Optional[str] = None):
+                 offer: Optional[str] = None, protocols: Optional[str] = None):
         self._lock = threading.Lock()
         self._context = None
         self.cert_file = self.key_file = None
         self.offer = OFFER_NOT_SUPPORTED
+        self.protocols = parse_protocols(protocols or DEFAULT_PROTOCOLS)
         self.configure(cert_file, key_file, offer)
 
-    def configure(self, cert_file=None, key_file=None, offer=None) -> None:
-        """Load a new certificate/key (both or neither) and/or set the offer.
-        The first certificate makes the offer "off" (what SQL Server does
-        with a certificate and Force Encryption = No) unless one is given.
+    def configure(self, cert_file=None, key_file=None, offer=None, protocols=None) -> None:
+        """Load a new certificate/key (both or neither), set the offer and/or
+        the enabled TLS versions ("1.2", "1.3", "1.0,1.1", ...).  The first
+        certificate makes the offer "off" (what SQL Server does with a
+        certificate and Force Encryption = No) unless one is given.
         Raises ValueError for an offer without a certificate."""
         with self._lock:
             context = self._context
+            enabled = parse_protocols(protocols) if protocols else self.protocols
             if cert_file or key_file:
                 if not (cert_file and key_file):
                     raise ValueError("a certificate needs its key and the other way round")
                 check_key_file(key_file)
-                context = _server_context(cert_file, key_file)
+            elif context is not None and enabled != self.protocols:
+                cert_file, key_file = self.cert_file, self.key_file
+            if cert_file:
+                context = _server_context(cert_file, key_file, enabled)
             if offer is None:
                 offer = OFFER_OFF if self._context is None and context is not None else self.offer
             if offer not in OFFERS:
@@ -123,6 +138,7 @@ class TlsConfig:
                 self.cert_file, self.key_file = cert_file, key_file
             self._context = context
             self.offer = offer
+            self.protocols = enabled
 
     def snapshot(self):
         with self._lock:
@@ -130,13 +146,36 @@ class TlsConfig:
 
     def describe(self) -> dict:
         with self._lock:
-            return {"offer": self.offer, "cert": self.cert_file}
+            return {"offer": self.offer, "cert": self.cert_file, "protocols": ",".join(self.protocols)}
 
 
-def _server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+def parse_protocols(text: str) -> tuple:
+    """The enabled TLS versions of a comma list, oldest first; they must
+    be neighbours (one range), as a minimum and maximum can express."""
+    # str(): the control port's JSON may carry 1.3 as a number
+    wanted = {v.strip() for v in str(text).split(",") if v.strip()}
+    if not wanted or not wanted <= set(PROTOCOLS):
+        raise ValueError("protocols must be a comma list of %s" % ", ".join(PROTOCOLS))
+    enabled = tuple(v for v in PROTOCOLS if v in wanted)
+    first = PROTOCOLS.index(enabled[0])
+    if enabled != PROTOCOLS[first:first + len(enabled)]:
+        raise ValueError("protocols must be one range of versions, not %s" % ",".join(enabled))
+    return enabled
+
+
+def _server_context(cert_file: str, key_file: str, enabled=(DEFAULT_PROTOCOLS,)) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    # TDS 7.x: SQL Server 2022 speaks TLS 1.3 only with TDS 8.0 (ENGINE.md)
-    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    # TDS 7.x: SQL Server 2022 speaks TLS 1.3 only with TDS 8.0 (ENGINE.md),
+    # so a handshake uses the enabled versions up to TLS 1.2.  With none
+    # left (TLS 1.3 alone) the minimum exceeds the maximum, and OpenSSL
+    # answers every ClientHello with a protocol_version alert.
+    usable = [v for v in enabled if v != "1.3"]
+    ctx.minimum_version = _VERSIONS[usable[0] if usable else "1.3"]
+    ctx.maximum_version = _VERSIONS[usable[-1] if usable else "1.2"]
+    if usable and usable[0] in ("1.0", "1.1"):
+        # what an old Windows negotiates; OpenSSL's default security level
+        # would refuse it
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
     ctx.load_cert_chain(cert_file, key_file)
     # FreeTDS 1.3 and SQL Server know nothing of renegotiation or tickets
     ctx.options |= ssl.OP_NO_TICKET

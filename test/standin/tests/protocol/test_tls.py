@@ -98,6 +98,14 @@ class Negotiation(unittest.TestCase):
             TLS.TlsConfig(cert, loose)
 
 
+    def test_protocols_are_one_range(self):
+        self.assertEqual(TLS.parse_protocols("1.2"), ("1.2",))
+        self.assertEqual(TLS.parse_protocols("1.3, 1.2"), ("1.2", "1.3"))
+        for bad in ("", "1.4", "1.0,1.2", "tls1.2"):
+            with self.assertRaises(ValueError, msg=bad):
+                TLS.parse_protocols(bad)
+
+
 class TlsStandinCase(unittest.TestCase):
     """One stand-in with the test CA's server certificate, offer "off"."""
 
@@ -112,6 +120,7 @@ class TlsStandinCase(unittest.TestCase):
 
     def setUp(self):
         self.use("server", "off")
+        self.standin.ctl("tls", protocols=TLS.DEFAULT_PROTOCOLS)
 
     def use(self, name, offer=None):
         cert, key = cert_pair(name)
@@ -231,6 +240,21 @@ class RawTls(TlsStandinCase):
         self.assertTrue(events(self.standin, "tls_failed"))
 
 
+    def test_tls_1_3_alone_fails_every_tds_7_handshake(self):
+        # only TLS 1.3 enabled on the machine: SQL Server uses it with TDS
+        # 8.0 only, so a TDS 7.x handshake finds no version and is refused
+        self.standin.ctl("tls", protocols="1.3")
+        c = RawClient(self.standin.port)
+        c.prelogin(encryption=ENCRYPT_ON)
+        with self.assertRaisesRegex(ssl.SSLError, "PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL"):
+            self.handshake(c)
+        c.close()
+        deadline = time.time() + 5
+        while not events(self.standin, "tls_failed") and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertIn("NO_PROTOCOLS_AVAILABLE", events(self.standin, "tls_failed")[-1]["error"])
+
+
 class FreeTdsTls(TlsStandinCase):
     """FreeTDS 1.3 db-lib: encryption = require with "ca file" validates
     the certificate; request gets login-only encryption."""
@@ -317,6 +341,25 @@ class FreeTdsTls(TlsStandinCase):
         self.assertIn("ERR 20002", out)
         rc, out, err = dblib(self.standin, "rows 1", ca=ca_file())
         self.assertEqual(rc, 0, out + err)
+
+    def test_enabled_tls_versions(self):
+        # TLS 1.3 alone: no handshake, no login
+        self.standin.ctl("tls", protocols="1.3")
+        n_logins = len(events(self.standin, "login"))
+        rc, out, _err = dblib(self.standin, "rows 1", ca=ca_file())
+        self.assertNotEqual(rc, 0)
+        self.assertIn("ERR 20002", out)
+        self.assertEqual(len(events(self.standin, "login")), n_logins)
+        # TLS 1.0 alone (SQL Server before its TLS 1.2 updates): FreeTDS
+        # 1.3 ("enable tls v1 = yes" by default) still negotiates it
+        self.standin.ctl("tls", protocols="1.0")
+        rc, out, err = dblib(self.standin, "rows 1", ca=ca_file())
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(events(self.standin, "tls_handshake")[-1]["protocol"], "TLSv1")
+        self.standin.ctl("tls", protocols="1.2,1.3")
+        rc, out, err = dblib(self.standin, "rows 1", ca=ca_file())
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(events(self.standin, "tls_handshake")[-1]["protocol"], "TLSv1.2")
 
     def test_host_name_check_can_be_switched_off(self):
         self.use("wronghost")
