@@ -237,6 +237,10 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM public.src_dbo
   or diag_status();
 keep_streams('NUL');
 is(q1(q{SELECT count(*) FROM public.src_dbo_txt}), '1', 'NUL: still nothing of it copied');
+# resume() continues a table parked for its staging table, not this one
+$node->psql('postgres', q{SELECT mssql_cdc.resume('src', 'dbo.txt')});
+is(status_of('src', 'dbo.txt', q{state || ' ' || condition}), 'error unsupported_value',
+	'NUL: resume() leaves it parked (it would read the same change again)');
 
 $si->tsql_ok(q{UPDATE dbo.txt SET a = 'xy' WHERE id = 2});
 # the insert and both images of the correction
