@@ -19,6 +19,8 @@
 #    before-image then parks the table.
 #  - no_primary_key: a table to be copied whose source lost its key (one
 #    added after the table was enabled for CDC, which SQL Server lets drop).
+#  - a login that still sees the table but may not SELECT it is told that
+#    it may not read the capture instance (capture_instance_missing).
 use strict;
 use warnings;
 
@@ -113,6 +115,17 @@ sub parked
 		't', "$what: mssql_cdc.errors has it for the table");
 }
 
+# resnapshot() the table, and it streams again without a condition
+sub resnapshot_streams
+{
+	my ($server, $table, $what) = @_;
+	q1("SELECT mssql_cdc.resnapshot('$server', '$table')");
+	ok( $node->poll_query_until('postgres',
+			"SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE server = '$server' AND source_table = '$table'"),
+		$what)
+	  or diag_status();
+}
+
 $si->add_table($node, 'src', 'dbo.keep');
 $si->add_table($node, 'src', 'dbo.gone', snapshot_mode => 'initial');
 ok($node->poll_query_until('postgres',
@@ -142,11 +155,7 @@ $si->tsql_ok(
 	q{EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'gone', @role_name = NULL});
 $si->tsql_ok(q{INSERT INTO dbo.gone VALUES (4, N'g4')});
 $si->captured_lsn('dbo_gone', 1);
-q1(q{SELECT mssql_cdc.resnapshot('src', 'dbo.gone')});
-ok( $node->poll_query_until('postgres',
-		q{SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE source_table = 'dbo.gone'}),
-	'restored table: resnapshot() copies it and it streams again')
-  or diag_status();
+resnapshot_streams('src', 'dbo.gone', 'restored table: resnapshot() copies it and it streams again');
 is( q1(q{SELECT string_agg(id || ':' || v, ' ' ORDER BY id) FROM public.src_dbo_gone
 	        WHERE _cdc_op = 'snapshot' AND _cdc_lsn::text > (SELECT _cdc_lsn::text FROM public.src_dbo_gone WHERE id = 2 AND _cdc_op = 'insert')}),
 	'1:g1 2:g2 3:g3 4:g4', 'restored table: the new copy has every row of the restored table');
@@ -183,11 +192,7 @@ parked('REVOKE, resnapshot without the GRANT', 'lim', 'dbo.hid', 'source_table_m
 	qr/^table dbo\.hid does not exist on server "lim" \(dropped, or not visible to this login\)/,
 	qr/GRANT SELECT ON \[dbo\]\.\[hid\] TO the login; then call mssql_cdc\.resnapshot\(\)/);
 $si->tsql_ok(q{GRANT SELECT ON dbo.hid TO lim});
-q1(q{SELECT mssql_cdc.resnapshot('lim', 'dbo.hid')});
-ok( $node->poll_query_until('postgres',
-		q{SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE server = 'lim' AND source_table = 'dbo.hid'}),
-	'GRANT and resnapshot(): the table streams again')
-  or diag_status();
+resnapshot_streams('lim', 'dbo.hid', 'GRANT and resnapshot(): the table streams again');
 is( q1(q{SELECT string_agg(id || ':' || v, ' ' ORDER BY id) FROM public.lim_dbo_hid WHERE _cdc_op = 'snapshot' AND id = 2}),
 	'2:h2', 'GRANT and resnapshot(): the change made meanwhile is in the new copy');
 # the other remedy: remove_table()
@@ -245,11 +250,7 @@ is(status_of('src', 'dbo.txt', q{state || ' ' || condition}), 'error unsupported
 $si->tsql_ok(q{UPDATE dbo.txt SET a = 'xy' WHERE id = 2});
 # the insert and both images of the correction
 $si->captured_lsn('dbo_txt', 3);
-q1(q{SELECT mssql_cdc.resnapshot('src', 'dbo.txt')});
-ok( $node->poll_query_until('postgres',
-		q{SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE source_table = 'dbo.txt'}),
-	'NUL: after the row is corrected, resnapshot() copies the table and it streams')
-  or diag_status();
+resnapshot_streams('src', 'dbo.txt', 'NUL: after the row is corrected, resnapshot() copies the table and it streams');
 is( q1(q{SELECT string_agg(id || ':' || a || ':' || n, ' ' ORDER BY id) FROM public.src_dbo_txt WHERE _cdc_op = 'snapshot' AND _cdc_lsn::text > (SELECT min(_cdc_lsn::text) FROM public.src_dbo_txt)}),
 	'1:a1:n1 2:xy:n2', 'NUL: the new copy has the corrected row');
 $si->tsql_ok(q{UPDATE dbo.txt SET n = N'n2x' WHERE id = 2});
@@ -278,11 +279,7 @@ ok( $node->poll_query_until('postgres',
 	'NUL in the copy: streaming the correction parks the table')
   or diag_status();
 $si->captured_lsn('dbo_txt2', 2);
-q1(q{SELECT mssql_cdc.resnapshot('src', 'dbo.txt2')});
-ok( $node->poll_query_until('postgres',
-		q{SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE source_table = 'dbo.txt2'}),
-	'NUL in the copy: resnapshot() once the correction is captured, and it streams')
-  or diag_status();
+resnapshot_streams('src', 'dbo.txt2', 'NUL in the copy: resnapshot() once the correction is captured, and it streams');
 $si->tsql_ok(q{INSERT INTO dbo.txt2 VALUES (2, N'r')});
 ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM public.src_dbo_txt2 WHERE id = 2 AND _cdc_op = 'insert'}),
 	'NUL in the copy: its changes stream');
@@ -299,11 +296,25 @@ parked('key dropped', 'src', 'dbo.nokey', 'no_primary_key', qr/no primary key/, 
 keep_streams('key dropped');
 is(q1(q{SELECT count(*) FROM public.src_dbo_nokey}), '0', 'key dropped: nothing copied');
 $si->tsql_ok(q{ALTER TABLE dbo.nokey ADD CONSTRAINT pk_nokey PRIMARY KEY (id)});
-q1(q{SELECT mssql_cdc.resnapshot('src', 'dbo.nokey')});
-ok( $node->poll_query_until('postgres',
-		q{SELECT state = 'streaming' AND condition IS NULL FROM mssql_cdc.status WHERE source_table = 'dbo.nokey'}),
-	'key added again: resnapshot() copies the table')
-  or diag_status();
+resnapshot_streams('src', 'dbo.nokey', 'key added again: resnapshot() copies the table');
 is(contents('src_dbo_nokey'), '1:k1:snapshot 2:k2:snapshot', 'key added again: the copy');
+
+# ---------------------------------------------------------------------------
+# 2b. a login that still sees the table (another permission on it) but may
+# not SELECT it: not "missing", the instance is not readable for it
+# ---------------------------------------------------------------------------
+$si->tsql_ok(q{ALTER ROLE db_datawriter ADD MEMBER lim}, q{REVOKE SELECT ON dbo.vis FROM lim},
+	q{INSERT INTO dbo.vis VALUES (4, N'v4')});
+parked('visible, not readable', 'lim', 'dbo.vis', 'capture_instance_missing',
+	qr/^Table dbo\.vis of server "lim" is still enabled for change data capture, but the login may not read its capture instance "dbo_vis" any more\./,
+	qr/^Grant the login SELECT on the table/);
+$si->tsql_ok(q{GRANT SELECT ON dbo.vis TO lim});
+resnapshot_streams('lim', 'dbo.vis', 'visible, not readable: after the GRANT and resnapshot() it streams again');
+# a 'never' table continues from its checkpoint: the change made meanwhile, once
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 4 FROM public.lim_dbo_vis}),
+	'visible, not readable: the change made meanwhile arrives')
+  or diag_status();
+is(contents('lim_dbo_vis'), '1:v1:insert 2:v2:insert 3:v3:insert 4:v4:insert',
+	'visible, not readable: every change once');
 
 done_testing();
