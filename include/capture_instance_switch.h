@@ -114,10 +114,15 @@ extern void ci_route_open_transactions(TdsSession *session, CiPlan *plan, const 
 
 /*
  * The recorded capture instance is not listed and no other is: dropped
- * (sys.sp_cdc_disable_table, or the table itself), or not readable by the
- * login (gating role)?  Asks sys.tables; returns message and hint.
+ * (sys.sp_cdc_disable_table), gone with its table (DROP TABLE, or the table
+ * hidden from the login), or not readable by the login (gating role)?  Asks
+ * sys.tables; returns the condition (source_table_missing or
+ * capture_instance_missing), message and hint.
  */
-extern void ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
+/* What to do about a captured table that is gone (source_table_missing) */
+extern char *ci_hint_source_table_missing(const MssqlCdcTable *table);
+
+extern const char *ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 								   const char *server_name, char **message, char **hint);
 
 /* Message and hint for CI_LOST_CHANGES */

@@ -40,6 +40,7 @@
 
 #include "capture_instance_switch.h"
 #include "column_selection.h"
+#include "error_condition.h"
 #include "source_name.h"
 #include "staging.h"
 
@@ -304,26 +305,49 @@ table_display(const MssqlCdcTable *table)
 	return mssql_display_name(table->source_schema, table->source_table);
 }
 
-void
+char *
+ci_hint_source_table_missing(const MssqlCdcTable *table)
+{
+	return psprintf("Restore the table and enable a capture instance for it (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL), or, if the login lost its permission, GRANT SELECT ON %s.%s TO the login; then call mssql_cdc.resnapshot() to copy it again. Or stop capturing it with mssql_cdc.remove_table().",
+					tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table),
+					tds_quote_ident(table->source_schema), tds_quote_ident(table->source_table));
+}
+
+const char *
 ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 					   const char *server_name, char **message, char **hint)
 {
 	SourceCdcTracking tracking = source_schema_cdc_tracking(session, table->source_schema,
 															table->source_table);
 
-	if (tracking == SOURCE_TABLE_TRACKED)
+	switch (tracking)
 	{
-		*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
-							table_display(table), server_name, table->capture_instance);
-		*hint = psprintf("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), or for an instance without a gating role GRANT SELECT ON [cdc].%s, then call mssql_cdc.resnapshot(); mssql_cdc.check_server() names the missing permission.",
-						 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", table->capture_instance)));
-		return;
+		case SOURCE_TABLE_TRACKED:
+			*message = psprintf("Table %s of server \"%s\" is still enabled for change data capture, but the login may not read its capture instance \"%s\" any more.",
+								table_display(table), server_name, table->capture_instance);
+			*hint = psprintf("Grant the login SELECT on the table and membership in the capture instance's gating role (@role_name of sys.sp_cdc_enable_table), or for an instance without a gating role GRANT SELECT ON [cdc].%s, then call mssql_cdc.resnapshot(); mssql_cdc.check_server() names the missing permission.",
+							 tds_quote_ident(psprintf("fn_cdc_get_all_changes_%s", table->capture_instance)));
+			return COND_CAPTURE_INSTANCE_MISSING;
+		case SOURCE_TABLE_NOT_FOUND:
+
+			/*
+			 * A dropped table takes its capture instances with it, so what is
+			 * missing is the table (or the login's view of it: metadata
+			 * visibility hides a table without permission), and enabling a
+			 * capture instance cannot be the first step.
+			 */
+			*message = psprintf("Table %s does not exist on server \"%s\" any more, or the login cannot see it (dropped, or not visible to this login): its capture instance \"%s\" is gone with it, and its changes can no longer be read.",
+								table_display(table), server_name, table->capture_instance);
+			*hint = ci_hint_source_table_missing(table);
+			return COND_SOURCE_TABLE_MISSING;
+		case SOURCE_TABLE_NOT_TRACKED:
+			break;
 	}
-	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table%s), and the table has no other capture instance: its changes can no longer be read.",
-						table->capture_instance, table_display(table), server_name,
-						tracking == SOURCE_TABLE_NOT_FOUND ? ", or the table itself was dropped or is not visible to this login" : "");
+	*message = psprintf("Capture instance \"%s\" of table %s was dropped on server \"%s\" (sys.sp_cdc_disable_table), and the table has no other capture instance: its changes can no longer be read.",
+						table->capture_instance, table_display(table), server_name);
 	*hint = psprintf("Enable a new capture instance (EXEC sys.sp_cdc_enable_table @source_schema = %s, @source_name = %s, @role_name = NULL) and call mssql_cdc.resnapshot() to copy the table again, or stop capturing it with mssql_cdc.remove_table().",
 					 tds_quote_nstring(table->source_schema), tds_quote_nstring(table->source_table));
+	return COND_CAPTURE_INSTANCE_MISSING;
 }
 
 void

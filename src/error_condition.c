@@ -237,9 +237,13 @@ error_condition_classify(int sqlerrcode, const char *schema_name,
 	/* a source value PostgreSQL cannot hold (tds_convert.c), not the staging table's fault */
 	if (sqlerrcode == ERRCODE_UNTRANSLATABLE_CHARACTER)
 		return make(COND_UNSUPPORTED_VALUE,
-					pstrdup("A source value cannot be stored in PostgreSQL (e.g. a NUL character in a string): "
-							"correct the row on the source, or leave the column out of the capture instance "
-							"(@captured_column_list).  The worker retries with backoff."));
+					pstrdup("A source value cannot be stored in PostgreSQL (e.g. a NUL character in a string).  "
+							"Correct the row on the source and, once SQL Server's capture job has recorded the "
+							"correction, call mssql_cdc.resnapshot(server, source_table): the changes that carry "
+							"the old value (this one, and the correction's before-image or deleted row) stay in "
+							"the change table, before the new copy.  A streamed "
+							"change fails every retry, so after mssql_cdc.table_failures_before_park failed "
+							"windows the table is parked and the source's other tables stream on."));
 
 	/* connection problems raised without a captured error */
 	if (sqlerrcode == ERRCODE_FDW_UNABLE_TO_ESTABLISH_CONNECTION)

@@ -470,6 +470,7 @@ park_dropped_instances(List *tables)
 	{
 		MssqlCdcTable *table = lfirst(lc);
 		CiPlan		plan;
+		const char *condition;
 		char	   *message;
 		char	   *hint;
 
@@ -482,8 +483,8 @@ park_dropped_instances(List *tables)
 			continue;
 		}
 		worker_ctx_table_id = table->table_id;
-		ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
-		worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+		condition = ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
+		worker_park_table(table, condition, message, hint);
 		table->phase = MSSQL_PHASE_ERROR;
 	}
 	worker_ctx_table_id = 0;

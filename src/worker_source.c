@@ -201,6 +201,8 @@ worker_describe_ci(const MssqlCdcTable *table, const char *ci)
 		{
 			case ERRCODE_UNDEFINED_TABLE:
 				condition = COND_SOURCE_TABLE_MISSING;
+				/* the describe's hint is about a name typed in add_table */
+				edata->hint = ci_hint_source_table_missing(table);
 				break;
 			case ERRCODE_UNDEFINED_OBJECT:
 				condition = COND_CAPTURE_INSTANCE_MISSING;

@@ -118,6 +118,7 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 {
 	MssqlSourceTable *src = NULL;
 	const char *ci;
+	const char *condition;
 	MssqlLsn	min_lsn;
 	char	   *message;
 	char	   *hint = NULL;
@@ -129,8 +130,8 @@ check_table_source(const MssqlCdcTable *table, const MssqlLsn *from, const CiPla
 			/* the successor is not started by the capture job yet */
 			return NULL;
 		case CI_NOT_VISIBLE:
-			ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
-			worker_park_table(table, COND_CAPTURE_INSTANCE_MISSING, message, hint);
+			condition = ci_explain_not_visible(worker_session, table, worker_server_name, &message, &hint);
+			worker_park_table(table, condition, message, hint);
 			return NULL;
 		case CI_LOST_CHANGES:
 			ci_explain_lost_changes(table, plan, from, &message, &hint);

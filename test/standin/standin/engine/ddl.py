@@ -269,6 +269,51 @@ def alter_drop(ctx, st: A.AlterTableDrop):
                        required_update=False)
 
 
+def alter_drop_constraint(ctx, st: A.AlterTableDropConstraint):
+    """ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name, for the primary key and
+    UNIQUE constraints.  A key a capture instance uses as its index (the
+    primary key at sys.sp_cdc_enable_table, or @index_name) cannot be dropped
+    while the instance exists: 22979.  A primary key added after the table
+    was enabled is not the instance's, and "the key and key columns can be
+    removed without restrictions" (page "Enable and disable change data
+    capture").  Without its primary key the table is a heap: rows keep their
+    values and get row ids in key order."""
+    from .dml import pk_constraint_name
+    eng = ctx.engine
+    table = eng.resolve_table(ctx, st.parts, st.line, for_ddl=True)
+    low = st.name.lower()
+    unique = next((u for u in table.unique_indexes if u.name.lower() == low), None)
+    is_pk = bool(table.pk) and pk_constraint_name(table).lower() == low
+    if not is_pk and unique is None:
+        if st.if_exists:
+            return
+        raise SqlError(3728, 16, 1, "'%s' is not a constraint." % st.name, st.line)
+    for ci in table.capture_instances:
+        if ci.index_name is not None and ci.index_name.lower() == low:
+            raise SqlError(22979, 16, 1, "The unique index '%s' on table '%s' is used by Change Data Capture. The "
+                           "constraint using this index cannot be dropped or disabled." % (ci.index_name,
+                                                                                          table.full_name),
+                           st.line)
+    if unique is not None:
+        table.unique_indexes.remove(unique)
+    else:
+        clustered_on_pk = table.cluster == table.pk
+        table.pk = []
+        table.pk_name = None
+        if clustered_on_pk:
+            table.cluster = []
+            table.refresh_keyfns()
+            rows, keys = {}, []
+            for k in table.keys:
+                nk = table.key_of(table.rows[k].values)
+                rows[nk] = table.rows[k]
+                keys.append(nk)
+            table.rows, table.keys = rows, keys
+    table.modify_date = eng.now_datetime()
+    eng.cdc.record_ddl(table, "ALTER TABLE %s DROP CONSTRAINT %s" % (table.full_name, st.name),
+                       required_update=False)
+
+
 def alter_column(ctx, st: A.AlterColumn):
     """ALTER TABLE t ALTER COLUMN c type [NULL|NOT NULL]: converts every stored
     version; a captured column's change-table type follows (ddl_history

@@ -244,6 +244,11 @@ class Executor:
         alter_drop(ctx, st)
         return [Done()]
 
+    def s_AlterTableDropConstraint(self, ctx, st):
+        from .ddl import alter_drop_constraint
+        alter_drop_constraint(ctx, st)
+        return [Done()]
+
     def s_AlterColumn(self, ctx, st):
         from .ddl import alter_column
         alter_column(ctx, st)
@@ -544,7 +549,8 @@ class Executor:
         member.roles.add(role.name.lower())
         return []
 
-    def s_Grant(self, ctx, st):
+    def _permission_entries(self, ctx, st):
+        """The principal of a GRANT/REVOKE and the grant entries it names."""
         eng = self.engine
         if not eng.security.is_dbo(ctx.session, ctx.db):
             raise SqlError(15247, 16, 1, "User does not have permission to perform this action.", st.line)
@@ -553,23 +559,31 @@ class Executor:
             raise SqlError(15151, 16, 1, "Cannot find the user '%s', because it does not exist or you do not "
                            "have permission." % st.principal, st.line)
         if st.permission.startswith("VIEW"):
-            principal.grants.add(("VIEW DATABASE STATE", None))
-        elif isinstance(st.target, tuple):
+            return principal, [("VIEW DATABASE STATE", None)]
+        if isinstance(st.target, tuple):
             s = ctx.db.schemas.get(st.target[1].lower())
             if s is None:
                 raise SqlError(15151, 16, 1, "Cannot find the schema '%s', because it does not exist or you do "
                                "not have permission." % st.target[1], st.line)
-            principal.grants.add(("SELECT_SCHEMA", s.schema_id))
-        else:
-            obj = eng.find_object(ctx, st.target)
-            if obj is not None:
-                principal.grants.add(("SELECT", obj.object_id))
-                return []
-            named = eng.find_named_object(ctx, st.target)
-            if named is None:
-                raise SqlError(15151, 16, 1, "Cannot find the object '%s', because it does not exist or you do "
-                               "not have permission." % st.target[-1], st.line)
-            principal.grants.add(("SELECT_NAME", named))
+            return principal, [("SELECT_SCHEMA", s.schema_id)]
+        obj = eng.find_object(ctx, st.target)
+        if obj is not None:
+            return principal, [("SELECT", obj.object_id)]
+        named = eng.find_named_object(ctx, st.target)
+        if named is None:
+            raise SqlError(15151, 16, 1, "Cannot find the object '%s', because it does not exist or you do "
+                           "not have permission." % st.target[-1], st.line)
+        return principal, [("SELECT_NAME", named)]
+
+    def s_Grant(self, ctx, st):
+        principal, entries = self._permission_entries(ctx, st)
+        principal.grants.update(entries)
+        return []
+
+    def s_Revoke(self, ctx, st):
+        """Takes back what GRANT gave; a permission never granted is no error."""
+        principal, entries = self._permission_entries(ctx, st)
+        principal.grants.difference_update(entries)
         return []
 
     def s_Reconfigure(self, ctx, st):

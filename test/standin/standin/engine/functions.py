@@ -312,6 +312,43 @@ def f_replicate(comp, e):
     return run, rt
 
 
+@builtin("char")
+def f_char(comp, e):
+    """CHAR(n): the character of code n (0-255) in the code page of the
+    database's default collation, char(1); NULL outside that range (page
+    "CHAR (Transact-SQL)").  CHAR(0) is a NUL character, which a varchar
+    column stores like any other."""
+    _nargs(comp, e, 1)
+    a, t = comp.compile(e.args[0])
+    a = _int_arg(a, t)
+    rt = SqlType("char", length=1, collation=T.DEFAULT_COLLATION)
+
+    def run(row):
+        n = a(row)
+        if n is None or not 0 <= n <= 255:
+            return None
+        return bytes([n]).decode(T.codec(rt), "replace")
+    return run, rt
+
+
+@builtin("nchar")
+def f_nchar(comp, e):
+    """NCHAR(n): the UTF-16 character of code n, nchar(1); NULL outside 0
+    through 65535 (page "NCHAR (Transact-SQL)", collations without the SC
+    flag).  The stand-in also answers NULL for the surrogate halves
+    0xD800-0xDFFF (SQL Server returns the lone code unit)."""
+    _nargs(comp, e, 1)
+    a, t = comp.compile(e.args[0])
+    a = _int_arg(a, t)
+
+    def run(row):
+        n = a(row)
+        if n is None or not 0 <= n <= 0xFFFF or 0xD800 <= n <= 0xDFFF:
+            return None
+        return chr(n)
+    return run, SqlType("nchar", length=1, collation=T.DEFAULT_COLLATION)
+
+
 @builtin("replace")
 def f_replace(comp, e):
     _nargs(comp, e, 3)

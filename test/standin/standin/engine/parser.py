@@ -1089,6 +1089,13 @@ class Parser:
                 cols, pk_cols, pk_name, uniques = self.table_elements(line)
                 return A.AlterTableAdd(parts, cols, pk_cols, pk_name, uniques=uniques, line=line)
             if self.accept_kw("DROP"):
+                if self.accept_kw("CONSTRAINT"):
+                    if_exists = False
+                    if self.is_kw("IF") and self.is_kw("EXISTS", k=1):
+                        self.advance()
+                        self.advance()
+                        if_exists = True
+                    return A.AlterTableDropConstraint(parts, self.name(), if_exists, line=line)
                 self.expect_kw("COLUMN")
                 if_exists = False
                 if self.is_kw("IF") and self.is_kw("EXISTS", k=1):
@@ -1253,27 +1260,41 @@ class Parser:
             if perm == "VIEW ANY DATABASE":
                 return A.ServerPermission("GRANT", perm, self.any_name(), line=line)
             return A.Grant(perm, None, self.name(), line=line)
-        self.expect_kw("ON")
-        if self.is_kw("SCHEMA") and self.is_op("::", k=1):
-            self.advance()
-            self.advance()
-            target = ("SCHEMA", self.name())
-        else:
-            if self.tok.kind == IDENT and self.tok.value.upper() == "OBJECT" and self.is_op("::", k=1):
-                self.advance()
-                self.advance()
-            target = self.multipart()
+        target = self.grant_target()
         self.expect_kw("TO")
         return A.Grant(perm, target, self.name(), line=line)
 
 
+    def grant_target(self):
+        """ON obj | ON OBJECT::obj | ON SCHEMA::s of GRANT and REVOKE."""
+        self.expect_kw("ON")
+        if self.is_kw("SCHEMA") and self.is_op("::", k=1):
+            self.advance()
+            self.advance()
+            return ("SCHEMA", self.name())
+        if self.tok.kind == IDENT and self.tok.value.upper() == "OBJECT" and self.is_op("::", k=1):
+            self.advance()
+            self.advance()
+        return self.multipart()
+
+    def revoke_select(self, line):
+        """REVOKE SELECT ON obj | SCHEMA::s FROM | TO principal: takes back
+        a GRANT SELECT (page "REVOKE Object Permissions (Transact-SQL)")."""
+        self.advance()
+        target = self.grant_target()
+        if not self.accept_kw("FROM"):
+            self.expect_kw("TO")
+        return A.Revoke("SELECT", target, self.name(), line=line)
+
     def deny_or_revoke(self, kw):
         """DENY VIEW ANY DATABASE TO p / REVOKE VIEW ANY DATABASE FROM|TO p:
         the only server permission the stand-in models (it decides who sees
-        the rows of sys.database_recovery_status)."""
+        the rows of sys.database_recovery_status); and REVOKE SELECT."""
         line = self.tok.line
         self.advance()
         start = self.tok
+        if kw == "REVOKE" and self.tok.kind == IDENT and self.tok.value.upper() == "SELECT":
+            return self.revoke_select(line)
         perm = " ".join(self.any_name().upper() for _ in range(3))
         if perm != "VIEW ANY DATABASE":
             raise self.error(start)
