@@ -112,6 +112,9 @@ extern CiPlan ci_plan_for_window(const SourceCdcState *state, const MssqlCdcTabl
 extern void ci_route_open_transactions(TdsSession *session, CiPlan *plan, const MssqlLsn *from,
 									   MssqlLsn *window_max);
 
+/* What to do about a captured table that is gone (source_table_missing) */
+extern char *ci_hint_source_table_missing(const MssqlCdcTable *table);
+
 /*
  * The recorded capture instance is not listed and no other is: dropped
  * (sys.sp_cdc_disable_table), gone with its table (DROP TABLE, or the table
@@ -119,9 +122,6 @@ extern void ci_route_open_transactions(TdsSession *session, CiPlan *plan, const 
  * sys.tables; returns the condition (source_table_missing or
  * capture_instance_missing), message and hint.
  */
-/* What to do about a captured table that is gone (source_table_missing) */
-extern char *ci_hint_source_table_missing(const MssqlCdcTable *table);
-
 extern const char *ci_explain_not_visible(TdsSession *session, const MssqlCdcTable *table,
 								   const char *server_name, char **message, char **hint);
 
