@@ -15,6 +15,7 @@ small chunks to keep streaming lag low)."""
 import time
 
 from . import contenders as C
+from .procstat import Sampler
 from . import phases as P
 from . import tables as TB
 from .rtt import counts, create_server, label, per
@@ -70,13 +71,19 @@ def copy_at(si, pg, ms, connections, chunks):
     create_server(pg, si, server)
     pg.psql("ALTER SERVER %s OPTIONS (ADD snapshot_connections '%d')" % (server, connections))
     si.ctl("requests", reset=True)
+    source = Sampler(si.pid)
     t0 = time.time()
+    worker = None
     for t in TABLES:
         add_initial(pg, server, t)
+        if worker is None:
+            worker = Sampler(C.worker_pid(pg, server=server))
     for t in TABLES:
         C.wait_until(pg, t, lambda state, applied, snap: state == "streaming", 7200, server=server)
     seconds = time.time() - t0
+    usage = {"worker_cpu_s": worker.stop()["cpu_s"], "standin_cpu_s": source.stop()["cpu_s"]}
     r = counts(si, pg, server)
+    r.update(usage)
     P.pause(pg, server)
     r["rows"] = sum(C.copied_rows(pg, t, server, "snapshot") for t in TABLES)
     r["seconds"] = seconds
@@ -122,20 +129,27 @@ def table(results, rows):
              "already reads its next chunk while it writes the current one (the copy is bound by CPU: one "
              "worker process writes every table's chunks); with small ones each chunk's round trip is long "
              "next to its writing, which parallel sessions overlap. Requests: the worker's own counters over "
-             "the whole copy (its start and polls included)." % (rows, SMALL_CHUNK_ROWS), "",
+             "the whole copy (its start and polls included). CPU: seconds of the worker (from its start) and "
+             "of the stand-in over the copy; the stand-in's share is what a real SQL Server would not cost "
+             "this machine." % (rows, SMALL_CHUNK_ROWS), "",
              "| chunk rows | RTT | copy | rows | seconds | rows/s | × one at a time | requests | chunks | "
-             "requests per chunk |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "requests per chunk | worker CPU s | stand-in CPU s |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for chunks, by_ms in by_chunk_rows(results):
         for ms, res in by_ms.items():
             for name, _ in MODES:
                 r = res[name]
                 v = speedup(res) if name == "parallel" else None
-                lines.append("| %s | %s ms | %s | %d | %.2f | %.0f | %s | %d | %d | %s |" % (
+                lines.append("| %s | %s ms | %s | %d | %.2f | %.0f | %s | %d | %d | %s | %s | %s |" % (
                     chunks, ms, name, r["rows"], r["seconds"], r["rows"] / r["seconds"] if r["seconds"] else 0,
                     "–" if v is None else "%.2f" % v, r["requests"], r["chunks"],
-                    "–" if r.get("requests_per_chunk") is None else "%.2f" % r["requests_per_chunk"]))
+                    "–" if r.get("requests_per_chunk") is None else "%.2f" % r["requests_per_chunk"],
+                    cpu(r.get("worker_cpu_s")), cpu(r.get("standin_cpu_s"))))
     return lines + [""]
+
+
+def cpu(seconds):
+    return "–" if seconds is None else "%.2f" % seconds
 
 
 def by_chunk_rows(results):
