@@ -486,6 +486,14 @@ static const char *const key_names[] = {"COLUMN_NAME", "KEY_SEQ"};
 static const char *const database_names[] = {"is_cdc_enabled", "database_name"};
 static const char *const instances_names[] = {"capture_instance", "object_id", "start_lsn", "create_date"};
 
+/* map_columns() room for the widest part */
+#define DESCRIBE_MAX_COLS lengthof(columns_names)
+StaticAssertDecl(lengthof(computed_names) <= DESCRIBE_MAX_COLS &&
+				 lengthof(key_names) <= DESCRIBE_MAX_COLS &&
+				 lengthof(database_names) <= DESCRIBE_MAX_COLS &&
+				 lengthof(instances_names) <= DESCRIBE_MAX_COLS,
+				 "a describe part has more columns than DESCRIBE_MAX_COLS");
+
 static const struct
 {
 	const char *const *names;
@@ -536,8 +544,9 @@ static const TdsRemoteError *
 fetch_describe_parts(TdsSession *session, const MssqlSourceTable *src,
 					 List *rows[NUM_DESCRIBE_PARTS], DescribePart *failed)
 {
-	int			map[lengthof(columns_names)];
+	int			map[DESCRIBE_MAX_COLS];
 	int			last_seen = -1;
+	int			part = NUM_DESCRIBE_PARTS;	/* the result being read: none */
 	TdsStep		step = TDS_STEP_DONE;
 	int			p;
 
@@ -551,8 +560,6 @@ fetch_describe_parts(TdsSession *session, const MssqlSourceTable *src,
 	}
 	while ((step = tds_next_result_try(session)) == TDS_STEP_MORE)
 	{
-		int			part;
-
 		for (part = 0; part < NUM_DESCRIBE_PARTS; part++)
 			if (map_columns(session, describe_parts[part].names, describe_parts[part].ncols, map))
 				break;
@@ -562,18 +569,14 @@ fetch_describe_parts(TdsSession *session, const MssqlSourceTable *src,
 			if (part < NUM_DESCRIBE_PARTS)
 				rows[part] = lappend(rows[part], row_values(session, map, describe_parts[part].ncols));
 		if (step == TDS_STEP_REMOTE_ERROR)
-		{
-			/* in the middle of a result: its statement's (or, unknown, the next one's) */
-			*failed = part < NUM_DESCRIBE_PARTS ? part : Min(last_seen + 1, PART_INSTANCES);
-			return tds_session_last_error(session);
-		}
+			break;
+		part = NUM_DESCRIBE_PARTS;
 	}
-	if (step == TDS_STEP_REMOTE_ERROR)
-	{
-		*failed = Min(last_seen + 1, PART_INSTANCES);
-		return tds_session_last_error(session);
-	}
-	return NULL;
+	if (step != TDS_STEP_REMOTE_ERROR)
+		return NULL;
+	/* in the middle of a result: its statement's; between results (or unknown): the next one's */
+	*failed = part < NUM_DESCRIBE_PARTS ? part : Min(last_seen + 1, PART_INSTANCES);
+	return tds_session_last_error(session);
 }
 
 MssqlSourceTable *
