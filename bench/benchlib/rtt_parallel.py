@@ -15,7 +15,7 @@ small chunks to keep streaming lag low)."""
 import time
 
 from . import contenders as C
-from .procstat import Sampler
+from .procstat import cpu_seconds
 from . import phases as P
 from . import tables as TB
 from .rtt import counts, create_server, label, per
@@ -71,17 +71,16 @@ def copy_at(si, pg, ms, connections, chunks):
     create_server(pg, si, server)
     pg.psql("ALTER SERVER %s OPTIONS (ADD snapshot_connections '%d')" % (server, connections))
     si.ctl("requests", reset=True)
-    source = Sampler(si.pid)
+    standin_cpu = cpu_seconds(si.pid)
     t0 = time.time()
-    worker = None
     for t in TABLES:
         add_initial(pg, server, t)
-        if worker is None:
-            worker = Sampler(C.worker_pid(pg, server=server))
     for t in TABLES:
         C.wait_until(pg, t, lambda state, applied, snap: state == "streaming", 7200, server=server)
     seconds = time.time() - t0
-    usage = {"worker_cpu_s": worker.stop()["cpu_s"], "standin_cpu_s": source.stop()["cpu_s"]}
+    # the server's worker started with this copy: its CPU so far is the copy's
+    usage = {"worker_cpu_s": cpu_seconds(C.worker_pid(pg, server=server)),
+             "standin_cpu_s": cpu_seconds(si.pid) - standin_cpu}
     r = counts(si, pg, server)
     r.update(usage)
     P.pause(pg, server)
