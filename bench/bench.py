@@ -78,6 +78,10 @@ def parse_args():
                          "streaming (small transactions) phases")
     ap.add_argument("--tds-log", action="store_true",
                     help="keep the stand-in's statement log (workdir/tds.log): what each contender sent")
+    ap.add_argument("--standin-gc", choices=("freeze", "default"), default="freeze",
+                    help="the stand-in's garbage collector (run-standin --gc, test/standin/standin/heap.py): "
+                         "freeze what survives a full collection (default), or CPython's default, which walks "
+                         "everything earlier phases stored at every full collection")
     ap.add_argument("--out", help="report path (.md; a .json is written next to it)")
     ap.add_argument("--workdir", help="scratch directory (default: a new temporary one, removed on success)")
     a = ap.parse_args()
@@ -171,13 +175,13 @@ def main():
         elif not arg.startswith(("--workdir=", "--out=")):
             shown.append(arg)
     report = {"config": {"argv": shown, "smoke": a.smoke, "rows": a.rows, "poll_ms": a.poll_ms,
-                         "capture_interval": CAPTURE_INTERVAL, "chunk_rows": a.chunk_rows,
+                         "capture_interval": CAPTURE_INTERVAL, "standin_gc": a.standin_gc, "chunk_rows": a.chunk_rows,
                          "small_txn_rows": a.small_txn_rows, "rtt_ms": a.rtt_ms,
                          "rtt_tables": a.rtt_tables, "rtt_rows": a.rtt_rows, "mirror": a.mirror,
                          "pg_settings": PG_SETTINGS, "phases": a.phases}}
     si = pg = None
     try:
-        si = StandIn(workdir, CAPTURE_INTERVAL, tds_log=a.tds_log)
+        si = StandIn(workdir, CAPTURE_INTERVAL, tds_log=a.tds_log, gc=a.standin_gc)
         raw = RawServe(workdir)
         prepare_source(si, a)
         pg = Postgres(workdir, PG_SETTINGS)

@@ -38,6 +38,7 @@ STANDIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, STANDIN)
 
 from standin.engine import Engine                                 # noqa: E402
+from standin.heap import apply_policy                             # noqa: E402
 from standin.engine import lsn as L                               # noqa: E402
 from standin.results import EngineConfig, ResultSet, SqlError    # noqa: E402
 from standin.tds.encode import row_encoder                        # noqa: E402
@@ -181,6 +182,7 @@ def main():
     ap.add_argument("--only", action="append", choices=["keyset", "direct", "mirror"])
     a = ap.parse_args()
     only = set(a.only or ["keyset", "direct", "mirror"])
+    apply_policy()              # the collector as run-standin sets it
     eng = Engine(EngineConfig(databases=["cdcdb"], logins={"sa": "Passw0rd!"}, capture_interval=3600,
                               maxtrans=10 ** 7))
     s = eng.login("sa", "Passw0rd!", "cdcdb", "profile", "localhost")

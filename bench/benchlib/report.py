@@ -261,7 +261,8 @@ def render(report):
                                          " (**smoke run: tiny sizes, no claims**)" if cfg["smoke"] else ""),
              "", "Machine: " + machine(), "",
              "Settings shared by every contender: " + ", ".join("`%s = %s`" % kv for kv in cfg["pg_settings"].items()) +
-             "; stand-in capture interval %s s." % cfg["capture_interval"], ""]
+             "; stand-in capture interval %s s, garbage collector `%s` (run-standin --gc)."
+             % (cfg["capture_interval"], cfg.get("standin_gc", "default")), ""]
     lines += ["## Targets (issues 8, 15 and 16)", ""] + targets(report, cfg["poll_ms"])
     for t, res in report.get("snapshot", {}).items():
         lines += throughput_table("Snapshot: %s table" % t, res,

@@ -40,7 +40,7 @@ def run(cmd, timeout, **kw):
 class StandIn:
     """test/standin/run-standin in its own process."""
 
-    def __init__(self, workdir, capture_interval, tds_log=False):
+    def __init__(self, workdir, capture_interval, tds_log=False, gc="freeze"):
         self.workdir = workdir
         ready = os.path.join(workdir, "standin.ready")
         self.log = open(os.path.join(workdir, "standin.out"), "w")
@@ -53,7 +53,7 @@ class StandIn:
             ["/usr/bin/python3", os.path.join(STANDIN_DIR, "run-standin"), "--port", "0",
              "--control-port", "0", "--capture-interval", str(capture_interval),
              "--tls-cert", os.path.join(certs, "server.pem"), "--tls-key", os.path.join(certs, "server.key"),
-             "--tls-offer", "not-supported",
+             "--tls-offer", "not-supported", "--gc", gc,
              "--ready-file", ready, "--exit-with-parent"] + (["--tds-log", os.path.join(workdir, "tds.log")] if tds_log else []),
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30

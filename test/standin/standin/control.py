@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from . import heap
 from .tds import corrupt as C
 from .tds import faults as F
 from .tds.server import KILL_NOTICES
@@ -169,6 +170,9 @@ class Controller:
             self.server.log.write(0, "control", cmd=cmd, args=args)
             return {"user_connections": self.server.user_connections,
                     "logged_in": self.server.logged_in_count()}
+        if cmd == "heap":
+            # the garbage collector's policy and state (standin/heap.py)
+            return {"heap": heap.describe()}
         if cmd == "requests":
             # messages per session and in total; reset=true zeroes them after reading
             out = self.server.round_trips.describe()
