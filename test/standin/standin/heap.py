@@ -26,8 +26,6 @@ import gc
 
 POLICIES = ("freeze", "default")
 
-_installed = []
-
 
 def _freeze_after_full_collection(phase, info):
     # "stop" of the oldest generation: every list of the collector is
@@ -37,7 +35,7 @@ def _freeze_after_full_collection(phase, info):
 
 
 def policy():
-    return "freeze" if _installed else "default"
+    return "freeze" if _freeze_after_full_collection in gc.callbacks else "default"
 
 
 def describe():
@@ -47,12 +45,12 @@ def describe():
             "collections": [g["collections"] for g in gc.get_stats()]}
 
 
-def apply_policy(policy="freeze"):
-    """Install `policy` for this process (idempotent)."""
-    if policy not in POLICIES:
-        raise ValueError("unknown heap policy %r (one of %s)" % (policy, ", ".join(POLICIES)))
-    if policy == "freeze" and not _installed:
-        gc.callbacks.append(_freeze_after_full_collection)
-        _installed.append(_freeze_after_full_collection)
-    elif policy == "default" and _installed:
-        gc.callbacks.remove(_installed.pop())
+def apply_policy(wanted="freeze"):
+    """Install `wanted` for this process (idempotent)."""
+    if wanted not in POLICIES:
+        raise ValueError("unknown heap policy %r (one of %s)" % (wanted, ", ".join(POLICIES)))
+    if wanted != policy():
+        if wanted == "freeze":
+            gc.callbacks.append(_freeze_after_full_collection)
+        else:
+            gc.callbacks.remove(_freeze_after_full_collection)

@@ -3,6 +3,7 @@ later full collection does not walk the stored database again, and the
 engine reads and writes its rows as before.  Each case runs in a process of
 its own: the collector's policy is per process."""
 
+import json
 import os
 import subprocess
 import sys
@@ -53,7 +54,6 @@ def run_policy(policy):
                          capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise AssertionError(out.stderr)
-    import json
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
